@@ -1,0 +1,223 @@
+package statestore
+
+import (
+	"fmt"
+	"math"
+)
+
+// PoolConfig holds a pool's knobs (SPEC §6.4). JSON names are the API's. Zero values of the optional
+// features mean "off"; DefaultPoolConfig gives the documented defaults.
+type PoolConfig struct {
+	// BlockSize is the engines' KV block size in tokens. Required (> 0); immutable while workers exist.
+	BlockSize int `json:"block_size"`
+	// OverlapScoreCredit multiplies device-tier overlap blocks in the cost (default 1.0; 0 = pure load balancing).
+	OverlapScoreCredit float64 `json:"overlap_score_credit"`
+	// HostCacheHitWeight is the credit per host-tier block (default 0.75).
+	HostCacheHitWeight float64 `json:"host_cache_hit_weight"`
+	// DiskCacheHitWeight is the credit per disk-tier block (default 0.25).
+	DiskCacheHitWeight float64 `json:"disk_cache_hit_weight"`
+	// PrefillLoadScale multiplies the prefill term (default 1.0).
+	PrefillLoadScale float64 `json:"prefill_load_scale"`
+	// OverlapScoreCreditDecay (d) shrinks device credit on workers with more queued prefill than the
+	// least-loaded eligible one (default 0 = no decay).
+	OverlapScoreCreditDecay float64 `json:"overlap_score_credit_decay"`
+	// DecodeActiveRequestWeight is the cost per active request (default 0).
+	DecodeActiveRequestWeight float64 `json:"decode_active_request_weight"`
+	// Temperature > 0 samples by softmax over normalised costs; 0 takes the minimum (default 0).
+	Temperature float64 `json:"temperature"`
+	// BusyPrefillFraction: a rank is busy when active_prefill_tokens > f · max_num_batched_tokens
+	// (default 0 = no filter).
+	BusyPrefillFraction float64 `json:"busy_prefill_fraction"`
+	// BusyDecodeFraction: a rank is busy when active_decode_blocks > f · total_kv_blocks (default 0 = no filter).
+	BusyDecodeFraction float64 `json:"busy_decode_fraction"`
+	// KVEvents is the pool default for workers that do not say (default true). False = approximate mode.
+	KVEvents bool `json:"kv_events"`
+	// ApproxTTLMs is the sliding TTL of approximate entries, milliseconds (default 120000).
+	ApproxTTLMs int64 `json:"approx_ttl_ms"`
+	// PredictedTTLMs is the TTL of predict-on-route entries for event-emitting workers, ms (default 0 = off).
+	PredictedTTLMs int64 `json:"predicted_ttl_ms"`
+	// SessionAffinityTTLMs is the idle TTL of session bindings, ms (default 0 = session affinity off).
+	SessionAffinityTTLMs int64 `json:"session_affinity_ttl_ms"`
+	// LeaseTTLMs is how long a booked request counts before it is released automatically, ms (default 300000).
+	LeaseTTLMs int64 `json:"lease_ttl_ms"`
+	// WorkerTTLMs: when > 0 a worker is live only while it re-registers or emits events within this window, ms
+	// (default 0 = live until removed).
+	WorkerTTLMs int64 `json:"worker_ttl_ms"`
+	// MaxPromptTokens bounds a request's prompt, tokens (default 1048576).
+	MaxPromptTokens int64 `json:"max_prompt_tokens"`
+}
+
+// Limits that keep every store call bounded (SPEC §8, §10).
+const (
+	MaxBlockSize       = 1 << 16
+	MaxTTLMs           = 30 * 24 * 3600 * 1000 // 30 days
+	MaxPromptTokensCap = 1 << 24               // 16 M tokens
+	MaxDPSize          = 1024
+	MaxWorkersPerPool  = 4096
+	MaxKnob            = 1e9 // any float knob above this is absurd
+	MaxIDLength        = 256 // worker, pool, request and session ids, bytes
+)
+
+// DefaultPoolConfig returns the documented defaults for a pool of the given block size.
+func DefaultPoolConfig(blockSize int) PoolConfig {
+	return PoolConfig{
+		BlockSize:          blockSize,
+		OverlapScoreCredit: 1.0,
+		HostCacheHitWeight: 0.75,
+		DiskCacheHitWeight: 0.25,
+		PrefillLoadScale:   1.0,
+		KVEvents:           true,
+		ApproxTTLMs:        120000,
+		LeaseTTLMs:         300000,
+		MaxPromptTokens:    1048576,
+	}
+}
+
+func checkKnob(name string, v float64) error {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return fmt.Errorf("%s must be a finite number, got %v", name, v)
+	}
+	if v < 0 {
+		return fmt.Errorf("%s must be >= 0, got %v", name, v)
+	}
+	if v > MaxKnob {
+		return fmt.Errorf("%s is absurdly large (%v > %g)", name, v, MaxKnob)
+	}
+	return nil
+}
+
+func checkTTL(name string, v int64, required bool) error {
+	if v < 0 || v > MaxTTLMs {
+		return fmt.Errorf("%s must be in [0, %d] ms, got %d", name, MaxTTLMs, v)
+	}
+	if required && v == 0 {
+		return fmt.Errorf("%s must be > 0", name)
+	}
+	return nil
+}
+
+// Validate reports the first bad knob, naming it.
+func (c PoolConfig) Validate() error {
+	if c.BlockSize <= 0 || c.BlockSize > MaxBlockSize {
+		return fmt.Errorf("%w: block_size must be in [1, %d], got %d", ErrInvalid, MaxBlockSize, c.BlockSize)
+	}
+	floats := []struct {
+		name string
+		v    float64
+	}{
+		{"overlap_score_credit", c.OverlapScoreCredit},
+		{"host_cache_hit_weight", c.HostCacheHitWeight},
+		{"disk_cache_hit_weight", c.DiskCacheHitWeight},
+		{"prefill_load_scale", c.PrefillLoadScale},
+		{"overlap_score_credit_decay", c.OverlapScoreCreditDecay},
+		{"decode_active_request_weight", c.DecodeActiveRequestWeight},
+		{"temperature", c.Temperature},
+		{"busy_prefill_fraction", c.BusyPrefillFraction},
+		{"busy_decode_fraction", c.BusyDecodeFraction},
+	}
+	for _, f := range floats {
+		if err := checkKnob(f.name, f.v); err != nil {
+			return fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+	}
+	for _, t := range []struct {
+		name     string
+		v        int64
+		required bool
+	}{
+		{"approx_ttl_ms", c.ApproxTTLMs, true},
+		{"predicted_ttl_ms", c.PredictedTTLMs, false},
+		{"session_affinity_ttl_ms", c.SessionAffinityTTLMs, false},
+		{"lease_ttl_ms", c.LeaseTTLMs, true},
+		{"worker_ttl_ms", c.WorkerTTLMs, false},
+	} {
+		if err := checkTTL(t.name, t.v, t.required); err != nil {
+			return fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+	}
+	if c.MaxPromptTokens <= 0 || c.MaxPromptTokens > MaxPromptTokensCap {
+		return fmt.Errorf("%w: max_prompt_tokens must be in [1, %d], got %d", ErrInvalid, MaxPromptTokensCap, c.MaxPromptTokens)
+	}
+	return nil
+}
+
+// Apply returns the pool config with the request's overrides applied.
+func (o Overrides) Apply(c PoolConfig) PoolConfig {
+	set := func(dst *float64, v *float64) {
+		if v != nil {
+			*dst = *v
+		}
+	}
+	set(&c.OverlapScoreCredit, o.OverlapScoreCredit)
+	set(&c.HostCacheHitWeight, o.HostCacheHitWeight)
+	set(&c.DiskCacheHitWeight, o.DiskCacheHitWeight)
+	set(&c.PrefillLoadScale, o.PrefillLoadScale)
+	set(&c.OverlapScoreCreditDecay, o.OverlapScoreCreditDecay)
+	set(&c.DecodeActiveRequestWeight, o.DecodeActiveRequestWeight)
+	set(&c.Temperature, o.Temperature)
+	set(&c.BusyPrefillFraction, o.BusyPrefillFraction)
+	set(&c.BusyDecodeFraction, o.BusyDecodeFraction)
+	return c
+}
+
+// Validate checks every set override like the pool knob it replaces.
+func (o Overrides) Validate() error {
+	for _, f := range []struct {
+		name string
+		v    *float64
+	}{
+		{"overlap_score_credit", o.OverlapScoreCredit},
+		{"host_cache_hit_weight", o.HostCacheHitWeight},
+		{"disk_cache_hit_weight", o.DiskCacheHitWeight},
+		{"prefill_load_scale", o.PrefillLoadScale},
+		{"overlap_score_credit_decay", o.OverlapScoreCreditDecay},
+		{"decode_active_request_weight", o.DecodeActiveRequestWeight},
+		{"temperature", o.Temperature},
+		{"busy_prefill_fraction", o.BusyPrefillFraction},
+		{"busy_decode_fraction", o.BusyDecodeFraction},
+	} {
+		if f.v == nil {
+			continue
+		}
+		if err := checkKnob(f.name, *f.v); err != nil {
+			return fmt.Errorf("%w: config.%v", ErrInvalid, err)
+		}
+	}
+	return nil
+}
+
+// Validate checks a worker registration.
+func (w WorkerSpec) Validate() error {
+	if err := CheckID("worker_id", w.WorkerID); err != nil {
+		return err
+	}
+	if w.DPSize < 0 || w.DPSize > MaxDPSize {
+		return fmt.Errorf("%w: dp_size must be in [1, %d], got %d", ErrInvalid, MaxDPSize, w.DPSize)
+	}
+	if w.TotalKVBlocks < 0 || w.MaxNumBatchedTokens < 0 {
+		return fmt.Errorf("%w: total_kv_blocks and max_num_batched_tokens must be >= 0", ErrInvalid)
+	}
+	if len(w.URL) > 4096 {
+		return fmt.Errorf("%w: url longer than 4096 bytes", ErrInvalid)
+	}
+	return nil
+}
+
+// CheckID validates an identifier (pool, worker, request or session id): 1..MaxIDLength bytes.
+func CheckID(what, id string) error {
+	if id == "" {
+		return fmt.Errorf("%w: %s must not be empty", ErrInvalid, what)
+	}
+	if len(id) > MaxIDLength {
+		return fmt.Errorf("%w: %s longer than %d bytes", ErrInvalid, what, MaxIDLength)
+	}
+	return nil
+}
+
+// dpSize returns the effective number of ranks (DPSize 0 means 1).
+func (w WorkerSpec) dpSize() int {
+	if w.DPSize <= 0 {
+		return 1
+	}
+	return w.DPSize
+}

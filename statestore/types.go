@@ -1,0 +1,239 @@
+// Package statestore holds kvrouter's shared routing state behind one interface, Store, with two
+// implementations: Memory (embedded, in-process) and Redis (shared by any number of stateless routers,
+// every decision one atomic Lua script call). Both make identical decisions for identical inputs; a
+// differential test replays the same streams through both.
+//
+// The unit of state is a pool (one model deployment with one KV block size). Inside a pool, a worker is
+// a registered engine replica; each of its data-parallel ranks (worker, dp_rank) is a routing candidate
+// with its own slice of the prefix index and its own load counters.
+//
+// Time is always an argument (milliseconds, nowMs), never read from a clock inside a store, so replays
+// in virtual time are exact and both stores agree to the millisecond.
+package statestore
+
+import "fmt"
+
+// Tier is where a worker holds a cached block. A block counts once, at the best tier held.
+type Tier uint8
+
+const (
+	TierDevice Tier = 0 // GPU memory (G1)
+	TierHost   Tier = 1 // CPU / pinned host memory (G2)
+	TierDisk   Tier = 2 // local disk / NVMe (G3)
+)
+
+// String returns Dynamo's storage-tier name.
+func (t Tier) String() string {
+	switch t {
+	case TierDevice:
+		return "device"
+	case TierHost:
+		return "host_pinned"
+	case TierDisk:
+		return "disk"
+	}
+	return fmt.Sprintf("tier(%d)", uint8(t))
+}
+
+// EventKind is the type of a KV cache event.
+type EventKind uint8
+
+const (
+	EventStored  EventKind = 1
+	EventRemoved EventKind = 2
+	EventCleared EventKind = 3
+)
+
+// StoredBlock is one block of a Stored event. EngineHash is the engine's opaque id of the block on that
+// worker (used only to link children and to address removals); LocalHash is kvrouter's own local hash of
+// the block's tokens (blockhash.Local), computed by the caller from token ids whenever it has them.
+type StoredBlock struct {
+	EngineHash uint64
+	LocalHash  uint64
+}
+
+// Event is one KV event of one (worker, dp_rank), already normalised (engine hashes as u64, tokens hashed).
+type Event struct {
+	DPRank int
+	// EventID orders events per (worker, dp_rank). HasEventID false means "unordered": always applied.
+	EventID    uint64
+	HasEventID bool
+	// Epoch names the engine process (its start id). A change of a non-empty epoch means a restart:
+	// the rank's index is cleared before the event is applied. Empty means unknown.
+	Epoch string
+	Kind  EventKind
+	Tier  Tier
+	// BlockSize, when > 0, must equal the pool's block size or the event is dropped (block_size_mismatch).
+	BlockSize int
+
+	// Stored: Parent is the engine hash of the block this chain continues (HasParent false: the root).
+	Parent    uint64
+	HasParent bool
+	Blocks    []StoredBlock
+	// Removed: engine hashes of the evicted blocks.
+	Removed []uint64
+}
+
+// EventBatch is a run of events of one worker, applied in order in one atomic store call.
+type EventBatch struct {
+	Pool     string
+	WorkerID string
+	Events   []Event
+	NowMs    int64
+}
+
+// ApplyResult counts what happened to each event of a batch.
+type ApplyResult struct {
+	Applied           int `json:"applied"`                // events applied (including gap and restart ones)
+	Stale             int `json:"stale"`                  // event id at or below the last applied one: ignored
+	ParentNotFound    int `json:"parent_block_not_found"` // Stored whose parent is unknown: dropped
+	BlockNotFound     int `json:"block_not_found"`        // Removed hashes that were unknown (blocks, skipped)
+	Gaps              int `json:"gap"`                    // events applied after a missing event id
+	Restarts          int `json:"restart"`                // epoch changes that cleared a rank first
+	BlockSizeMismatch int `json:"block_size_mismatch"`    // events dropped for a foreign block size
+	UnknownWorker     int `json:"unknown_worker"`         // events of an unregistered worker: dropped
+	StoredBlocks      int `json:"stored_blocks"`          // blocks newly stored (or given a new tier)
+	RemovedBlocks     int `json:"removed_blocks"`         // blocks removed (per tier)
+}
+
+// Add accumulates o into r.
+func (r *ApplyResult) Add(o ApplyResult) {
+	r.Applied += o.Applied
+	r.Stale += o.Stale
+	r.ParentNotFound += o.ParentNotFound
+	r.BlockNotFound += o.BlockNotFound
+	r.Gaps += o.Gaps
+	r.Restarts += o.Restarts
+	r.BlockSizeMismatch += o.BlockSizeMismatch
+	r.UnknownWorker += o.UnknownWorker
+	r.StoredBlocks += o.StoredBlocks
+	r.RemovedBlocks += o.RemovedBlocks
+}
+
+// WorkerSpec registers (or re-registers, which also counts as a heartbeat) a worker in a pool.
+type WorkerSpec struct {
+	WorkerID string `json:"worker_id"`
+	URL      string `json:"url"`
+	// DPSize is the number of data-parallel ranks (candidates 0..DPSize-1). Default 1.
+	DPSize int `json:"dp_size"`
+	// TotalKVBlocks is the engine's KV block capacity; 0 = unknown (busy_decode_fraction not applied).
+	TotalKVBlocks int64 `json:"total_kv_blocks"`
+	// MaxNumBatchedTokens is the engine's per-step token budget; 0 = unknown (busy_prefill_fraction not applied).
+	MaxNumBatchedTokens int64 `json:"max_num_batched_tokens"`
+	// KVEvents false puts the worker in approximate mode (no events; routed prefixes are indexed with a TTL).
+	// Nil means the pool's kv_events setting.
+	KVEvents *bool `json:"kv_events,omitempty"`
+}
+
+// RankInfo is the state of one (worker, dp_rank).
+type RankInfo struct {
+	DPRank              int    `json:"dp_rank"`
+	ActivePrefillTokens int64  `json:"active_prefill_tokens"`
+	ActiveDecodeBlocks  int64  `json:"active_decode_blocks"`
+	ActiveRequests      int64  `json:"active_requests"`
+	CachedBlocks        int64  `json:"cached_blocks"` // (block, tier-independent) entries held from events
+	LastEventID         uint64 `json:"last_event_id"`
+	Epoch               string `json:"epoch,omitempty"`
+	// Degraded is set when events were lost (a gap) and cleared by a restart or Cleared event.
+	Degraded bool `json:"degraded"`
+}
+
+// WorkerInfo is what GET /v1/workers reports.
+type WorkerInfo struct {
+	WorkerSpec
+	KVEventsEffective bool       `json:"kv_events_effective"`
+	Live              bool       `json:"live"`
+	LastSeenMs        int64      `json:"last_seen_ms"`
+	Ranks             []RankInfo `json:"ranks"`
+}
+
+// Overrides are per-request replacements of a pool's scoring knobs; nil fields keep the pool's value.
+type Overrides struct {
+	OverlapScoreCredit        *float64 `json:"overlap_score_credit,omitempty"`
+	HostCacheHitWeight        *float64 `json:"host_cache_hit_weight,omitempty"`
+	DiskCacheHitWeight        *float64 `json:"disk_cache_hit_weight,omitempty"`
+	PrefillLoadScale          *float64 `json:"prefill_load_scale,omitempty"`
+	OverlapScoreCreditDecay   *float64 `json:"overlap_score_credit_decay,omitempty"`
+	DecodeActiveRequestWeight *float64 `json:"decode_active_request_weight,omitempty"`
+	Temperature               *float64 `json:"temperature,omitempty"`
+	BusyPrefillFraction       *float64 `json:"busy_prefill_fraction,omitempty"`
+	BusyDecodeFraction        *float64 `json:"busy_decode_fraction,omitempty"`
+}
+
+// RouteRequest is one routing decision's input, after hashing: the store never sees tokens.
+type RouteRequest struct {
+	Pool      string
+	RequestID string
+	// SeqHashes are the sequence hashes of the prompt's full blocks (blockhash.Sequence), depth D.
+	SeqHashes []uint64
+	// ISL is the prompt length in tokens (>= 0); required_blocks = ceil(ISL / block_size).
+	ISL            int64
+	SessionID      string
+	AllowedWorkers []string // empty = all
+	PinnedWorker   string   // empty = none
+	Overrides      Overrides
+	// Random is the caller's uniform random number in [0,1): tie-break and softmax sampling.
+	Random float64
+	NowMs  int64
+}
+
+// Decision is the outcome of Route.
+type Decision struct {
+	RequestID      string  `json:"request_id"`
+	WorkerID       string  `json:"worker_id"`
+	DPRank         int     `json:"dp_rank"`
+	URL            string  `json:"url,omitempty"`
+	OverlapBlocks  int     `json:"overlap_blocks"`
+	RequiredBlocks int64   `json:"required_blocks"`
+	Cost           float64 `json:"cost"`
+	// SessionHit is true when a live session binding chose the worker.
+	SessionHit bool `json:"session_hit,omitempty"`
+}
+
+// Candidate is one (worker, dp_rank) in an explanation.
+type Candidate struct {
+	WorkerID            string  `json:"worker_id"`
+	DPRank              int     `json:"dp_rank"`
+	DeviceBlocks        int     `json:"device_blocks"`
+	HostBlocks          int     `json:"host_blocks"`
+	DiskBlocks          int     `json:"disk_blocks"`
+	EventBlocks         int     `json:"event_blocks"`     // overlap from engine events (all tiers)
+	PredictedBlocks     int     `json:"predicted_blocks"` // overlap from approximate/predicted entries
+	OverlapBlocks       int     `json:"overlap_blocks"`   // max of the two
+	Credit              float64 `json:"credit"`
+	ActivePrefillTokens int64   `json:"active_prefill_tokens"`
+	ActiveDecodeBlocks  int64   `json:"active_decode_blocks"`
+	ActiveRequests      int64   `json:"active_requests"`
+	Cost                float64 `json:"cost"`
+	// Filtered names why the candidate was not eligible (FilterReason values); empty = eligible.
+	Filtered string `json:"filtered,omitempty"`
+}
+
+// Explanation is the outcome of Explain: every candidate, and the decision Route would have made.
+type Explanation struct {
+	RequestID      string      `json:"request_id"`
+	RequiredBlocks int64       `json:"required_blocks"`
+	Candidates     []Candidate `json:"candidates"`
+	Decision       *Decision   `json:"decision,omitempty"`
+	Error          *ErrorBody  `json:"error,omitempty"`
+}
+
+// ErrorBody is the JSON shape of an error: {"code": "...", "message": "..."}.
+type ErrorBody struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Score is one entry of an overlap query.
+type Score struct {
+	WorkerID string `json:"worker_id"`
+	DPRank   int    `json:"dp_rank"`
+	Blocks   int    `json:"blocks"`
+}
+
+// PoolInfo is what GET /v1/pools reports.
+type PoolInfo struct {
+	Name    string     `json:"pool"`
+	Config  PoolConfig `json:"config"`
+	Workers int        `json:"workers"`
+}
