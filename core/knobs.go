@@ -1,0 +1,100 @@
+package core
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/kvrouter/kvrouter/statestore"
+)
+
+// Presets of SPEC §6.2, applied on top of a pool config.
+const (
+	// PresetLoadAware ignores the cache: overlap_score_credit 0 (pure load balancing).
+	PresetLoadAware = "load-aware"
+	// PresetAgentic favours cache reuse strongly: credit 2, prefill scale 4, request weight 64.
+	PresetAgentic = "agentic"
+)
+
+// ApplyPreset returns cfg with a named preset applied ("" = none).
+func ApplyPreset(cfg statestore.PoolConfig, preset string) (statestore.PoolConfig, error) {
+	switch preset {
+	case "":
+	case PresetLoadAware:
+		cfg.OverlapScoreCredit = 0
+	case PresetAgentic:
+		cfg.OverlapScoreCredit = 2
+		cfg.PrefillLoadScale = 4
+		cfg.DecodeActiveRequestWeight = 64
+	default:
+		return cfg, fmt.Errorf("%w: unknown preset %q (want %q or %q)", statestore.ErrInvalid, preset, PresetLoadAware, PresetAgentic)
+	}
+	return cfg, nil
+}
+
+// ParsePoolConfig decodes a pool's knobs (SPEC §6.4) on top of base, strictly: unknown names, wrong types
+// and invalid values are errors naming the knob.
+func ParsePoolConfig(base statestore.PoolConfig, raw []byte) (statestore.PoolConfig, error) {
+	cfg := base
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&cfg); err != nil {
+		return base, fmt.Errorf("%w: pool config: %v", statestore.ErrInvalid, jsonErr(err))
+	}
+	if err := cfg.Validate(); err != nil {
+		return base, err
+	}
+	return cfg, nil
+}
+
+// scoringKnobs are the knobs a route request may override for itself.
+var scoringKnobs = map[string]func(*statestore.Overrides, *float64){
+	"overlap_score_credit":         func(o *statestore.Overrides, v *float64) { o.OverlapScoreCredit = v },
+	"host_cache_hit_weight":        func(o *statestore.Overrides, v *float64) { o.HostCacheHitWeight = v },
+	"disk_cache_hit_weight":        func(o *statestore.Overrides, v *float64) { o.DiskCacheHitWeight = v },
+	"prefill_load_scale":           func(o *statestore.Overrides, v *float64) { o.PrefillLoadScale = v },
+	"overlap_score_credit_decay":   func(o *statestore.Overrides, v *float64) { o.OverlapScoreCreditDecay = v },
+	"decode_active_request_weight": func(o *statestore.Overrides, v *float64) { o.DecodeActiveRequestWeight = v },
+	"temperature":                  func(o *statestore.Overrides, v *float64) { o.Temperature = v },
+	"busy_prefill_fraction":        func(o *statestore.Overrides, v *float64) { o.BusyPrefillFraction = v },
+	"busy_decode_fraction":         func(o *statestore.Overrides, v *float64) { o.BusyDecodeFraction = v },
+}
+
+// ParseOverrides decodes a route request's "config" object: only scoring knobs, numbers, valid values.
+func ParseOverrides(raw map[string]json.RawMessage) (statestore.Overrides, error) {
+	var o statestore.Overrides
+	names := make([]string, 0, len(raw))
+	for k := range raw {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		set, ok := scoringKnobs[k]
+		if !ok {
+			known := make([]string, 0, len(scoringKnobs))
+			for n := range scoringKnobs {
+				known = append(known, n)
+			}
+			sort.Strings(known)
+			return o, fmt.Errorf("%w: config.%s is not a per-request knob (known: %s)", statestore.ErrInvalid, k, strings.Join(known, ", "))
+		}
+		var v float64
+		if err := json.Unmarshal(raw[k], &v); err != nil {
+			return o, fmt.Errorf("%w: config.%s must be a number", statestore.ErrInvalid, k)
+		}
+		set(&o, &v)
+	}
+	return o, o.Validate()
+}
+
+// jsonErr shortens encoding/json errors to something a client can act on.
+func jsonErr(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return fmt.Sprintf("field %q must be %s, got %s", te.Field, te.Type.String(), te.Value)
+	}
+	return err.Error()
+}

@@ -1,0 +1,75 @@
+package core
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/kvrouter/kvrouter/blockhash"
+	"github.com/kvrouter/kvrouter/statestore"
+)
+
+// DefaultPool is the pool used when a request names none.
+const DefaultPool = "default"
+
+// RouteInput is the body of POST /v1/route and /v1/route/explain (SPEC §7).
+type RouteInput struct {
+	Pool      string `json:"pool,omitempty"`
+	RequestID string `json:"request_id,omitempty"`
+	// TokenIDs is the prompt; or LocalHashes, when the caller hashed it already.
+	TokenIDs    []uint32 `json:"token_ids,omitempty"`
+	LocalHashes []Hash   `json:"local_hashes,omitempty"`
+	// ISL is the prompt length in tokens; default len(token_ids) or len(local_hashes)·block_size.
+	ISL *int64 `json:"isl,omitempty"`
+	// BlockSize, when given, must equal the pool's.
+	BlockSize      int                        `json:"block_size,omitempty"`
+	LoRAName       string                     `json:"lora_name,omitempty"`
+	SessionID      string                     `json:"session_id,omitempty"`
+	AllowedWorkers []string                   `json:"allowed_workers,omitempty"`
+	PinnedWorker   string                     `json:"pinned_worker,omitempty"`
+	Priority       int                        `json:"priority,omitempty"`
+	Config         map[string]json.RawMessage `json:"config,omitempty"`
+	// Prompt is text, tokenized by the server's configured tokenizer (the HTTP layer fills TokenIDs).
+	Prompt string `json:"prompt,omitempty"`
+	// Random, when set, replaces the router's random number in [0,1) (reproducible decisions).
+	Random *float64 `json:"random,omitempty"`
+}
+
+// normalize turns the input into a store request (hashes, isl, overrides) for a pool of blockSize.
+func (in *RouteInput) normalize(blockSize int, maxPrompt int64) (statestore.RouteRequest, error) {
+	req := statestore.RouteRequest{Pool: in.Pool, RequestID: in.RequestID, SessionID: in.SessionID,
+		AllowedWorkers: in.AllowedWorkers, PinnedWorker: in.PinnedWorker}
+	if in.BlockSize != 0 && in.BlockSize != blockSize {
+		return req, fmt.Errorf("%w: block_size %d differs from pool %q's block_size %d", statestore.ErrInvalid, in.BlockSize, in.Pool, blockSize)
+	}
+	if len(in.TokenIDs) > 0 && len(in.LocalHashes) > 0 {
+		return req, fmt.Errorf("%w: give token_ids or local_hashes, not both", statestore.ErrInvalid)
+	}
+	if int64(len(in.TokenIDs)) > maxPrompt || int64(len(in.LocalHashes))*int64(blockSize) > maxPrompt {
+		return req, fmt.Errorf("%w: prompt longer than max_prompt_tokens=%d", statestore.ErrInvalid, maxPrompt)
+	}
+	var local []uint64
+	switch {
+	case len(in.TokenIDs) > 0:
+		local = blockhash.LocalHashes(nil, in.TokenIDs, blockSize, blockhash.LoRASeed(in.LoRAName))
+		req.ISL = int64(len(in.TokenIDs))
+	case len(in.LocalHashes) > 0:
+		local = make([]uint64, len(in.LocalHashes))
+		for i, h := range in.LocalHashes {
+			local[i] = uint64(h)
+		}
+		req.ISL = int64(len(local)) * int64(blockSize)
+	}
+	if in.ISL != nil {
+		if *in.ISL < req.ISL {
+			return req, fmt.Errorf("%w: isl %d is shorter than the %d tokens given", statestore.ErrInvalid, *in.ISL, req.ISL)
+		}
+		req.ISL = *in.ISL
+	}
+	req.SeqHashes = blockhash.Sequence(nil, local)
+	ov, err := ParseOverrides(in.Config)
+	if err != nil {
+		return req, err
+	}
+	req.Overrides = ov
+	return req, nil
+}

@@ -1,0 +1,464 @@
+package statestore
+
+import (
+	"container/heap"
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+)
+
+// reclaimBudget bounds the dead index entries and expired soft entries reclaimed per call, so that
+// clearing a worker with millions of blocks never stalls a decision.
+const reclaimBudget = 4096
+
+// Memory is the embedded Store: all state in this process, one lock per pool. It is the default for a
+// single router, and the reference the Redis store is tested against.
+type Memory struct {
+	mu    sync.RWMutex
+	pools map[string]*memPool
+}
+
+// NewMemory returns an empty embedded store.
+func NewMemory() *Memory {
+	return &Memory{pools: map[string]*memPool{}}
+}
+
+var _ Store = (*Memory)(nil)
+
+// Name implements Store.
+func (m *Memory) Name() string { return "memory" }
+
+// Ping implements Store; the embedded store is always reachable.
+func (m *Memory) Ping(context.Context) error { return nil }
+
+// Close implements Store.
+func (m *Memory) Close() error { return nil }
+
+// memRank is one (worker, dp_rank) registration incarnation: loads and ordering state survive index
+// clears; a removed worker's ranks are detached, so late lease releases touch nothing live.
+type memRank struct {
+	worker      *memWorker
+	rank        int
+	idx         *rankIndex
+	load        Load
+	lastEventID uint64
+	hasEvent    bool
+	epoch       string
+	degraded    bool
+}
+
+type memWorker struct {
+	spec     WorkerSpec
+	lastSeen int64
+	ranks    []*memRank
+}
+
+type memLease struct {
+	id         string
+	rank       *memRank
+	prefill    int64
+	decode     int64
+	expiry     int64
+	session    string
+	sessionGen uint64
+	heapIdx    int
+}
+
+type memSession struct {
+	rank   *memRank
+	gen    uint64
+	active int64
+	idleAt int64 // when the last active request ended, ms
+}
+
+// softWrite is the sweep record of one soft entry (exactly one per entry): the FIFO is roughly ordered by
+// expiry; a record whose entry was slid forward is requeued with the new expiry when it is reached.
+type softWrite struct {
+	seq    uint64
+	slot   slotID
+	expiry int64
+}
+
+type memPool struct {
+	mu       sync.RWMutex
+	name     string
+	cfg      PoolConfig
+	workers  map[string]*memWorker
+	ranks    []*memRank // candidates, ordered by (worker id bytes, dp rank)
+	slots    []*memRank // slot → current owner (nil: dead slot)
+	events   eventIndex
+	soft     softIndex
+	softLog  []softWrite
+	leases   map[string]*memLease
+	byExpiry leaseHeap
+	sessions map[string]*memSession
+	dead     []*rankIndex // cleared indexes awaiting reclamation
+	sessGen  uint64
+}
+
+func (m *Memory) pool(name string) (*memPool, error) {
+	m.mu.RLock()
+	p := m.pools[name]
+	m.mu.RUnlock()
+	if p == nil {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownPool, name)
+	}
+	return p, nil
+}
+
+// PutPool implements Store.
+func (m *Memory) PutPool(_ context.Context, name string, cfg PoolConfig) error {
+	if err := CheckID("pool", name); err != nil {
+		return err
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p := m.pools[name]
+	if p == nil {
+		m.pools[name] = &memPool{
+			name: name, cfg: cfg, workers: map[string]*memWorker{}, slots: []*memRank{nil},
+			events: eventIndex{}, soft: softIndex{}, leases: map[string]*memLease{}, sessions: map[string]*memSession{},
+		}
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if cfg.BlockSize != p.cfg.BlockSize && len(p.workers) > 0 {
+		return fmt.Errorf("%w: pool %q has workers; block_size %d cannot change to %d", ErrConflict, name, p.cfg.BlockSize, cfg.BlockSize)
+	}
+	p.cfg = cfg
+	return nil
+}
+
+// GetPool implements Store.
+func (m *Memory) GetPool(_ context.Context, name string) (PoolConfig, error) {
+	p, err := m.pool(name)
+	if err != nil {
+		return PoolConfig{}, err
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.cfg, nil
+}
+
+// Pools implements Store.
+func (m *Memory) Pools(context.Context) ([]PoolInfo, error) {
+	m.mu.RLock()
+	out := make([]PoolInfo, 0, len(m.pools))
+	for _, p := range m.pools {
+		p.mu.RLock()
+		out = append(out, PoolInfo{Name: p.name, Config: p.cfg, Workers: len(p.workers)})
+		p.mu.RUnlock()
+	}
+	m.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func (p *memPool) newSlot(r *memRank) *rankIndex {
+	s := slotID(len(p.slots))
+	p.slots = append(p.slots, r)
+	return newRankIndex(s)
+}
+
+// clearRank gives r a fresh, empty index; the old one stops counting at once and is reclaimed later.
+func (p *memPool) clearRank(r *memRank) {
+	old := r.idx
+	p.slots[old.slot] = nil
+	p.dead = append(p.dead, old)
+	r.idx = p.newSlot(r)
+}
+
+func (p *memPool) liveSlot(s slotID) bool { return p.slots[s] != nil }
+
+// reclaim processes a bounded amount of deferred deletion: dead indexes, then expired soft entries.
+func (p *memPool) reclaim(now int64) {
+	budget := reclaimBudget
+	for budget > 0 && len(p.dead) > 0 {
+		n, done := p.dead[0].reclaim(p.events, budget)
+		budget -= n
+		if done {
+			p.dead[0] = nil
+			p.dead = p.dead[1:]
+		}
+	}
+	budget = reclaimBudget
+	for budget > 0 && len(p.softLog) > 0 && p.softLog[0].expiry <= now {
+		w := p.softLog[0]
+		p.softLog = p.softLog[1:]
+		if exp, alive := p.soft.sweep(w.seq, w.slot, now, !p.liveSlot(w.slot)); alive {
+			w.expiry = exp // slid forward by a later decision: look again then
+			p.softLog = append(p.softLog, w)
+		}
+		budget--
+	}
+}
+
+// PutWorker implements Store.
+func (m *Memory) PutWorker(_ context.Context, pool string, spec WorkerSpec, now int64) error {
+	if err := spec.Validate(); err != nil {
+		return err
+	}
+	p, err := m.pool(pool)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w := p.workers[spec.WorkerID]
+	if w == nil {
+		if len(p.workers) >= MaxWorkersPerPool {
+			return fmt.Errorf("%w: pool %q already has %d workers", ErrInvalid, pool, MaxWorkersPerPool)
+		}
+		w = &memWorker{}
+		p.workers[spec.WorkerID] = w
+	}
+	w.spec = spec
+	w.lastSeen = now
+	n := spec.dpSize()
+	for len(w.ranks) < n {
+		r := &memRank{worker: w, rank: len(w.ranks)}
+		r.idx = p.newSlot(r)
+		w.ranks = append(w.ranks, r)
+	}
+	for len(w.ranks) > n { // dp_size shrank: drop the extra ranks
+		r := w.ranks[len(w.ranks)-1]
+		p.detachRank(r)
+		w.ranks = w.ranks[:len(w.ranks)-1]
+	}
+	p.rebuildRanks()
+	return nil
+}
+
+func (p *memPool) detachRank(r *memRank) {
+	p.slots[r.idx.slot] = nil
+	p.dead = append(p.dead, r.idx)
+	r.idx = newRankIndex(0)
+}
+
+func (p *memPool) rebuildRanks() {
+	p.ranks = p.ranks[:0]
+	for _, w := range p.workers {
+		p.ranks = append(p.ranks, w.ranks...)
+	}
+	sort.Slice(p.ranks, func(i, j int) bool {
+		a, b := p.ranks[i], p.ranks[j]
+		if a.worker.spec.WorkerID != b.worker.spec.WorkerID {
+			return a.worker.spec.WorkerID < b.worker.spec.WorkerID
+		}
+		return a.rank < b.rank
+	})
+}
+
+// RemoveWorker implements Store.
+func (m *Memory) RemoveWorker(_ context.Context, pool, workerID string, now int64) error {
+	p, err := m.pool(pool)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w := p.workers[workerID]
+	if w == nil {
+		return fmt.Errorf("%w: %q in pool %q", ErrUnknownWorker, workerID, pool)
+	}
+	for _, r := range w.ranks {
+		p.detachRank(r)
+	}
+	delete(p.workers, workerID)
+	p.rebuildRanks()
+	p.reclaim(now)
+	return nil
+}
+
+func (p *memPool) kvEvents(w *memWorker) bool {
+	if w.spec.KVEvents != nil {
+		return *w.spec.KVEvents
+	}
+	return p.cfg.KVEvents
+}
+
+func (p *memPool) live(w *memWorker, now int64) bool {
+	return p.cfg.WorkerTTLMs == 0 || now < w.lastSeen+p.cfg.WorkerTTLMs
+}
+
+// Workers implements Store.
+func (m *Memory) Workers(_ context.Context, pool string, now int64) ([]WorkerInfo, error) {
+	p, err := m.pool(pool)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.releaseExpired(now)
+	ids := make([]string, 0, len(p.workers))
+	for id := range p.workers {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	out := make([]WorkerInfo, 0, len(ids))
+	for _, id := range ids {
+		w := p.workers[id]
+		info := WorkerInfo{WorkerSpec: w.spec, KVEventsEffective: p.kvEvents(w), Live: p.live(w, now), LastSeenMs: w.lastSeen}
+		if info.DPSize == 0 {
+			info.DPSize = 1
+		}
+		for _, r := range w.ranks {
+			info.Ranks = append(info.Ranks, RankInfo{
+				DPRank: r.rank, ActivePrefillTokens: r.load.PrefillTokens, ActiveDecodeBlocks: r.load.DecodeBlocks,
+				ActiveRequests: r.load.Requests, CachedBlocks: r.idx.held, LastEventID: r.lastEventID,
+				Epoch: r.epoch, Degraded: r.degraded,
+			})
+		}
+		out = append(out, info)
+	}
+	return out, nil
+}
+
+// leaseHeap is a min-heap of leases by expiry (then id, for a deterministic release order).
+type leaseHeap []*memLease
+
+func (h leaseHeap) Len() int { return len(h) }
+func (h leaseHeap) Less(i, j int) bool {
+	if h[i].expiry != h[j].expiry {
+		return h[i].expiry < h[j].expiry
+	}
+	return h[i].id < h[j].id
+}
+func (h leaseHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].heapIdx = i
+	h[j].heapIdx = j
+}
+func (h *leaseHeap) Push(x any) {
+	l := x.(*memLease)
+	l.heapIdx = len(*h)
+	*h = append(*h, l)
+}
+func (h *leaseHeap) Pop() any {
+	old := *h
+	l := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	l.heapIdx = -1
+	return l
+}
+
+// releaseExpired releases every lease whose expiry is at or before now (SPEC §6.3: from that instant on
+// it no longer counts). A session whose last request lease expired goes idle at the expiry instant.
+func (p *memPool) releaseExpired(now int64) {
+	for len(p.byExpiry) > 0 && p.byExpiry[0].expiry <= now {
+		l := heap.Pop(&p.byExpiry).(*memLease)
+		p.endLease(l, l.expiry)
+	}
+}
+
+// endLease releases a lease's remaining load and its session hold at time t.
+func (p *memPool) endLease(l *memLease, t int64) {
+	l.rank.load.PrefillTokens -= l.prefill
+	l.rank.load.DecodeBlocks -= l.decode
+	l.rank.load.Requests--
+	delete(p.leases, l.id)
+	if l.session != "" {
+		if s := p.sessions[l.session]; s != nil && s.gen == l.sessionGen && s.active > 0 {
+			s.active--
+			if s.active == 0 {
+				s.idleAt = t
+			}
+		}
+	}
+}
+
+func (m *Memory) poolsFor(pool string) ([]*memPool, error) {
+	if pool != "" {
+		p, err := m.pool(pool)
+		if err != nil {
+			return nil, err
+		}
+		return []*memPool{p}, nil
+	}
+	m.mu.RLock()
+	names := make([]string, 0, len(m.pools))
+	for n := range m.pools {
+		names = append(names, n)
+	}
+	m.mu.RUnlock()
+	sort.Strings(names)
+	out := make([]*memPool, 0, len(names))
+	for _, n := range names {
+		if p, err := m.pool(n); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// PrefillDone implements Store.
+func (m *Memory) PrefillDone(_ context.Context, pool, id string, now int64) (bool, error) {
+	ps, err := m.poolsFor(pool)
+	if err != nil {
+		return false, err
+	}
+	for _, p := range ps {
+		p.mu.Lock()
+		p.releaseExpired(now)
+		l := p.leases[id]
+		if l != nil {
+			l.rank.load.PrefillTokens -= l.prefill
+			l.prefill = 0
+		}
+		p.mu.Unlock()
+		if l != nil {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// Done implements Store.
+func (m *Memory) Done(_ context.Context, pool, id string, now int64) (bool, error) {
+	ps, err := m.poolsFor(pool)
+	if err != nil {
+		return false, err
+	}
+	for _, p := range ps {
+		p.mu.Lock()
+		p.releaseExpired(now)
+		l := p.leases[id]
+		if l != nil {
+			heap.Remove(&p.byExpiry, l.heapIdx)
+			p.endLease(l, now)
+		}
+		p.mu.Unlock()
+		if l != nil {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// RenewLease implements Store.
+func (m *Memory) RenewLease(_ context.Context, pool, id string, now int64) (bool, error) {
+	ps, err := m.poolsFor(pool)
+	if err != nil {
+		return false, err
+	}
+	for _, p := range ps {
+		p.mu.Lock()
+		p.releaseExpired(now)
+		l := p.leases[id]
+		if l != nil {
+			l.expiry = now + p.cfg.LeaseTTLMs
+			heap.Fix(&p.byExpiry, l.heapIdx)
+		}
+		p.mu.Unlock()
+		if l != nil {
+			return true, nil
+		}
+	}
+	return false, nil
+}

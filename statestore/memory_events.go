@@ -1,0 +1,117 @@
+package statestore
+
+import (
+	"context"
+
+	"github.com/kvrouter/kvrouter/blockhash"
+)
+
+// ApplyEvents implements Store: one worker's events, in order, each fenced per (worker, dp_rank) by
+// epoch and event id (SPEC §4.1).
+func (m *Memory) ApplyEvents(_ context.Context, b EventBatch) (ApplyResult, error) {
+	var res ApplyResult
+	p, err := m.pool(b.Pool)
+	if err != nil {
+		return res, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w := p.workers[b.WorkerID]
+	if w == nil {
+		res.UnknownWorker = len(b.Events)
+		return res, nil
+	}
+	if b.NowMs > w.lastSeen {
+		w.lastSeen = b.NowMs
+	}
+	for i := range b.Events {
+		p.applyOne(w, &b.Events[i], &res)
+	}
+	p.reclaim(b.NowMs)
+	return res, nil
+}
+
+// fence decides whether ev is applied on rank r, updating the rank's epoch and last event id.
+func (p *memPool) fence(r *memRank, ev *Event, res *ApplyResult) bool {
+	if ev.Epoch != "" && r.epoch != ev.Epoch {
+		if r.epoch != "" { // a new engine process: its old cache is gone
+			p.clearRank(r)
+			r.hasEvent, r.lastEventID, r.degraded = false, 0, false
+			res.Restarts++
+		}
+		r.epoch = ev.Epoch
+	}
+	if !ev.HasEventID {
+		return true
+	}
+	if r.hasEvent && ev.EventID <= r.lastEventID {
+		res.Stale++
+		return false
+	}
+	if r.hasEvent && ev.EventID > r.lastEventID+1 {
+		res.Gaps++
+		r.degraded = true
+	}
+	r.lastEventID, r.hasEvent = ev.EventID, true
+	return true
+}
+
+func (p *memPool) applyOne(w *memWorker, ev *Event, res *ApplyResult) {
+	if ev.DPRank < 0 || ev.DPRank >= len(w.ranks) {
+		res.UnknownWorker++
+		return
+	}
+	r := w.ranks[ev.DPRank]
+	if !p.fence(r, ev, res) {
+		return
+	}
+	if ev.BlockSize > 0 && ev.BlockSize != p.cfg.BlockSize {
+		res.BlockSizeMismatch++
+		return
+	}
+	switch ev.Kind {
+	case EventStored:
+		var parent uint64
+		pos := int32(0)
+		if ev.HasParent {
+			seq, ok := r.idx.byEngine[ev.Parent]
+			if !ok {
+				res.ParentNotFound++
+				return
+			}
+			parent, pos = seq, r.idx.blocks[seq].pos+1
+		}
+		for _, blk := range ev.Blocks {
+			var seq uint64
+			if pos == 0 {
+				seq = blk.LocalHash
+			} else {
+				seq = blockhash.Next(parent, blk.LocalHash)
+			}
+			if r.idx.store(p.events, seq, parent, pos, blk.EngineHash, ev.Tier) {
+				res.StoredBlocks++
+			}
+			parent = seq
+			pos++
+		}
+		res.Applied++
+	case EventRemoved:
+		for _, h := range ev.Removed {
+			seq, ok := r.idx.byEngine[h]
+			if !ok || !r.idx.unstore(p.events, seq, h, ev.Tier) {
+				res.BlockNotFound++
+				continue
+			}
+			res.RemovedBlocks++
+		}
+		res.Applied++
+	case EventCleared:
+		for _, rr := range w.ranks {
+			p.clearRank(rr)
+			rr.degraded = false
+		}
+		res.Applied++
+	default:
+		res.Stale++ // unreachable: kinds are validated by the decoders
+	}
+}

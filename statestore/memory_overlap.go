@@ -1,0 +1,143 @@
+package statestore
+
+// Overlap lookup over the embedded index: a jump search (SPEC §5). The matched depth of every rank is
+// found by probing every JumpStride-th position of the query and binary-searching back only for the
+// ranks that stop matching inside a window, so a query costs O(D/J + W·log J) lookups on prefix-closed
+// data. Ranks whose held set is not prefix-closed (orphans > 0) are walked linearly instead, so the
+// result is always exact. The same algorithm (same stride, same binary search) runs in route.lua.
+
+// holderFunc reports the current slots holding seq (the caller filters dead slots).
+type holderSet interface {
+	// slotsAt returns the live slots holding the block at query position i.
+	contains(i int, s slotID) bool
+	// at returns the live slots holding the block at position i.
+	at(i int) []slotID
+}
+
+// jumpDepths fills depth[s] with the matched prefix depth of every slot in candidates found by the jump
+// search over positions [0, d). Slots absent from the result have depth 0.
+func jumpDepths(h holderSet, d int, depth map[slotID]int) {
+	if d == 0 {
+		return
+	}
+	cur := h.at(0)
+	if len(cur) == 0 {
+		return
+	}
+	active := make([]slotID, len(cur))
+	copy(active, cur)
+	lo := 0
+	for len(active) > 0 && lo < d-1 {
+		hi := lo + JumpStride
+		if hi > d-1 {
+			hi = d - 1
+		}
+		keep := active[:0]
+		for _, s := range active {
+			if h.contains(hi, s) {
+				keep = append(keep, s)
+				continue
+			}
+			// Binary search the last held position in [lo, hi): held(lo) is known, held(hi) is not.
+			l, r := lo, hi
+			for r-l > 1 {
+				m := (l + r) / 2
+				if h.contains(m, s) {
+					l = m
+				} else {
+					r = m
+				}
+			}
+			depth[s] = l + 1
+		}
+		active = keep
+		lo = hi
+	}
+	for _, s := range active {
+		depth[s] = lo + 1
+	}
+}
+
+// eventHolders answers holder queries on the event layer for one query.
+type eventHolders struct {
+	ix   eventIndex
+	seq  []uint64
+	live func(slotID) bool
+	skip func(slotID) bool // slots matched linearly instead
+	buf  []slotID
+}
+
+func (e *eventHolders) at(i int) []slotID {
+	e.buf = e.buf[:0]
+	for _, s := range e.ix[e.seq[i]] {
+		if e.live(s) && !e.skip(s) {
+			e.buf = append(e.buf, s)
+		}
+	}
+	return e.buf
+}
+
+func (e *eventHolders) contains(i int, s slotID) bool {
+	for _, h := range e.ix[e.seq[i]] {
+		if h == s {
+			return true
+		}
+	}
+	return false
+}
+
+// softHolders answers holder queries on the soft layer at time now.
+type softHolders struct {
+	sx   softIndex
+	seq  []uint64
+	now  int64
+	live func(slotID) bool
+	buf  []slotID
+}
+
+func (e *softHolders) at(i int) []slotID {
+	e.buf = e.buf[:0]
+	for _, h := range e.sx[e.seq[i]] {
+		if h.expiry > e.now && e.live(h.slot) {
+			e.buf = append(e.buf, h.slot)
+		}
+	}
+	return e.buf
+}
+
+func (e *softHolders) contains(i int, s slotID) bool {
+	for _, h := range e.sx[e.seq[i]] {
+		if h.slot == s {
+			return h.expiry > e.now
+		}
+	}
+	return false
+}
+
+// linearDepth walks a rank's own blocks from the root: exact for any held set.
+func linearDepth(r *rankIndex, seq []uint64) int {
+	for i, s := range seq {
+		if !r.holds(s) {
+			return i
+		}
+	}
+	return len(seq)
+}
+
+// tierSplit counts the first depth blocks of seq on rank r by best tier.
+func tierSplit(r *rankIndex, seq []uint64, depth int) (dev, host, disk int) {
+	if r.nonDevice == 0 {
+		return depth, 0, 0
+	}
+	for _, s := range seq[:depth] {
+		switch bestTier(r.blocks[s].tiers) {
+		case TierDevice:
+			dev++
+		case TierHost:
+			host++
+		default:
+			disk++
+		}
+	}
+	return
+}

@@ -1,0 +1,288 @@
+package statestore
+
+import (
+	"container/heap"
+	"context"
+	"fmt"
+	"math"
+)
+
+// validateRoute checks what every store requires of a route request.
+func validateRoute(req *RouteRequest, cfg PoolConfig) error {
+	if err := CheckID("request_id", req.RequestID); err != nil {
+		return err
+	}
+	if len(req.SessionID) > MaxIDLength {
+		return fmt.Errorf("%w: session_id longer than %d bytes", ErrInvalid, MaxIDLength)
+	}
+	if req.ISL < 0 || req.ISL > cfg.MaxPromptTokens {
+		return fmt.Errorf("%w: prompt of %d tokens outside [0, max_prompt_tokens=%d]", ErrInvalid, req.ISL, cfg.MaxPromptTokens)
+	}
+	if int64(len(req.SeqHashes)) > req.ISL/int64(cfg.BlockSize) {
+		return fmt.Errorf("%w: %d block hashes but isl %d holds only %d full blocks of %d tokens",
+			ErrInvalid, len(req.SeqHashes), req.ISL, req.ISL/int64(cfg.BlockSize), cfg.BlockSize)
+	}
+	if len(req.AllowedWorkers) > MaxWorkersPerPool {
+		return fmt.Errorf("%w: allowed_workers lists more than %d workers", ErrInvalid, MaxWorkersPerPool)
+	}
+	if math.IsNaN(req.Random) || req.Random < 0 || req.Random >= 1 {
+		return fmt.Errorf("%w: random must be in [0,1), got %v", ErrInvalid, req.Random)
+	}
+	return req.Overrides.Validate()
+}
+
+// overlaps returns every rank's overlap with the query (absent: 0), keyed by slot.
+func (p *memPool) overlaps(seq []uint64, now int64) map[slotID]Overlap {
+	ev := map[slotID]int{}
+	eh := &eventHolders{ix: p.events, seq: seq, live: p.liveSlot,
+		skip: func(s slotID) bool { return p.slots[s].idx.orphans > 0 }}
+	jumpDepths(eh, len(seq), ev)
+	for _, r := range p.ranks {
+		if r.idx.orphans > 0 {
+			if d := linearDepth(r.idx, seq); d > 0 {
+				ev[r.idx.slot] = d
+			}
+		}
+	}
+	out := make(map[slotID]Overlap, len(ev))
+	for s, d := range ev {
+		dev, host, disk := tierSplit(p.slots[s].idx, seq, d)
+		out[s] = Overlap{Device: dev, Host: host, Disk: disk, Event: d}
+	}
+	if len(p.soft) > 0 {
+		soft := map[slotID]int{}
+		jumpDepths(&softHolders{sx: p.soft, seq: seq, now: now, live: p.liveSlot}, len(seq), soft)
+		for s, d := range soft {
+			o := out[s]
+			o.Soft = d
+			out[s] = o
+		}
+	}
+	return out
+}
+
+// Overlap implements Store.
+func (m *Memory) Overlap(_ context.Context, pool string, seq []uint64, now int64) ([]Score, error) {
+	p, err := m.pool(pool)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	ov := p.overlaps(seq, now)
+	var out []Score
+	for _, r := range p.ranks {
+		if _, _, _, d := ov[r.idx.slot].Effective(); d > 0 {
+			out = append(out, Score{WorkerID: r.worker.spec.WorkerID, DPRank: r.rank, Blocks: d})
+		}
+	}
+	return out, nil
+}
+
+// attached reports whether r is still a registered rank of this pool.
+func (p *memPool) attached(r *memRank) bool {
+	w := p.workers[r.worker.spec.WorkerID]
+	return w == r.worker && r.rank < len(w.ranks) && w.ranks[r.rank] == r
+}
+
+type evalCand struct {
+	rank   *memRank
+	ov     Overlap
+	reason string
+	cost   float64
+	credit float64
+}
+
+// evaluation is a decision computed but not yet booked.
+type evaluation struct {
+	cfg      PoolConfig
+	required int64
+	cands    []evalCand
+	chosen   int // index into cands, -1 when nothing is eligible
+	session  bool
+	reasons  map[string]int
+}
+
+// evaluate runs filter → overlap → cost → pick (SPEC §6.3 steps 1–3). It changes nothing but the removal
+// of a session binding whose worker is dead or removed, or that expired.
+func (p *memPool) evaluate(req *RouteRequest, now int64) *evaluation {
+	cfg := req.Overrides.Apply(p.cfg)
+	e := &evaluation{cfg: cfg, required: RequiredBlocks(req.ISL, cfg.BlockSize), chosen: -1, reasons: map[string]int{}}
+	var allowed map[string]bool
+	if len(req.AllowedWorkers) > 0 {
+		allowed = make(map[string]bool, len(req.AllowedWorkers))
+		for _, w := range req.AllowedWorkers {
+			allowed[w] = true
+		}
+	}
+	ov := p.overlaps(req.SeqHashes, now)
+	minPrefill, anyEligible := int64(0), false
+	e.cands = make([]evalCand, len(p.ranks))
+	for i, r := range p.ranks {
+		c := evalCand{rank: r, ov: ov[r.idx.slot]}
+		spec := &r.worker.spec
+		switch {
+		case !p.live(r.worker, now):
+			c.reason = ReasonNotLive
+		case allowed != nil && !allowed[spec.WorkerID]:
+			c.reason = ReasonNotAllowed
+		case req.PinnedWorker != "" && spec.WorkerID != req.PinnedWorker:
+			c.reason = ReasonNotPinned
+		case cfg.BusyPrefillFraction > 0 && spec.MaxNumBatchedTokens > 0 &&
+			float64(r.load.PrefillTokens) > cfg.BusyPrefillFraction*float64(spec.MaxNumBatchedTokens):
+			c.reason = ReasonBusyPrefill
+		case cfg.BusyDecodeFraction > 0 && spec.TotalKVBlocks > 0 &&
+			float64(r.load.DecodeBlocks) > cfg.BusyDecodeFraction*float64(spec.TotalKVBlocks):
+			c.reason = ReasonBusyDecode
+		}
+		if c.reason != "" {
+			e.reasons[c.reason]++
+		} else if !anyEligible || r.load.PrefillTokens < minPrefill {
+			minPrefill, anyEligible = r.load.PrefillTokens, true
+		}
+		e.cands[i] = c
+	}
+	costs := make([]float64, 0, len(e.cands))
+	idx := make([]int, 0, len(e.cands))
+	for i := range e.cands {
+		c := &e.cands[i]
+		c.cost, c.credit = Cost(CostInput{Cfg: cfg, ISL: req.ISL, RequiredBlocks: e.required, MinPrefill: minPrefill, Overlap: c.ov, Load: c.rank.load})
+		if c.reason == "" {
+			costs = append(costs, c.cost)
+			idx = append(idx, i)
+		}
+	}
+	// Session affinity: a live binding to an eligible rank wins.
+	if cfg.SessionAffinityTTLMs > 0 && req.SessionID != "" {
+		if s := p.sessions[req.SessionID]; s != nil {
+			switch {
+			case !p.attached(s.rank) || !p.live(s.rank.worker, now) ||
+				(s.active == 0 && now >= s.idleAt+cfg.SessionAffinityTTLMs):
+				delete(p.sessions, req.SessionID)
+			default:
+				for i := range e.cands {
+					if e.cands[i].rank == s.rank && e.cands[i].reason == "" {
+						e.chosen, e.session = i, true
+					}
+				}
+			}
+		}
+	}
+	if e.chosen < 0 && len(costs) > 0 {
+		e.chosen = idx[Pick(costs, cfg.Temperature, req.Random)]
+	}
+	return e
+}
+
+func (e *evaluation) decision(req *RouteRequest) Decision {
+	c := e.cands[e.chosen]
+	_, _, _, depth := c.ov.Effective()
+	return Decision{
+		RequestID: req.RequestID, WorkerID: c.rank.worker.spec.WorkerID, DPRank: c.rank.rank, URL: c.rank.worker.spec.URL,
+		OverlapBlocks: depth, RequiredBlocks: e.required, Cost: c.cost, SessionHit: e.session,
+	}
+}
+
+func (p *memPool) prepare(req *RouteRequest) error {
+	if err := validateRoute(req, p.cfg); err != nil {
+		return err
+	}
+	p.releaseExpired(req.NowMs)
+	p.reclaim(req.NowMs)
+	return nil
+}
+
+// Route implements Store.
+func (m *Memory) Route(_ context.Context, req RouteRequest) (Decision, error) {
+	p, err := m.pool(req.Pool)
+	if err != nil {
+		return Decision{}, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.prepare(&req); err != nil {
+		return Decision{}, err
+	}
+	if p.leases[req.RequestID] != nil {
+		return Decision{}, fmt.Errorf("%w: request %q already has an active lease", ErrConflict, req.RequestID)
+	}
+	e := p.evaluate(&req, req.NowMs)
+	if e.chosen < 0 {
+		return Decision{}, &NoEligibleError{Pool: req.Pool, Reasons: e.reasons}
+	}
+	d := e.decision(&req)
+	p.book(&req, e)
+	return d, nil
+}
+
+// book records the decision: load and lease, session binding, approximate/predicted entries.
+func (p *memPool) book(req *RouteRequest, e *evaluation) {
+	now := req.NowMs
+	c := e.cands[e.chosen]
+	r := c.rank
+	dev, _, _, _ := c.ov.Effective()
+	l := &memLease{id: req.RequestID, rank: r, prefill: BookedPrefill(req.ISL, dev, e.cfg.BlockSize),
+		decode: e.required, expiry: now + e.cfg.LeaseTTLMs}
+	r.load.PrefillTokens += l.prefill
+	r.load.DecodeBlocks += l.decode
+	r.load.Requests++
+	if e.cfg.SessionAffinityTTLMs > 0 && req.SessionID != "" {
+		s := p.sessions[req.SessionID]
+		if !e.session {
+			p.sessGen++
+			s = &memSession{rank: r, gen: p.sessGen}
+			p.sessions[req.SessionID] = s
+		}
+		s.active++
+		l.session, l.sessionGen = req.SessionID, s.gen
+	}
+	p.leases[l.id] = l
+	heap.Push(&p.byExpiry, l)
+
+	ttl := e.cfg.PredictedTTLMs
+	if !p.kvEvents(r.worker) {
+		ttl = e.cfg.ApproxTTLMs
+	}
+	if ttl > 0 {
+		for _, seq := range req.SeqHashes {
+			n := len(p.soft[seq])
+			p.soft.put(seq, r.idx.slot, now+ttl)
+			if len(p.soft[seq]) > n { // a new entry: one sweep record per entry
+				p.softLog = append(p.softLog, softWrite{seq: seq, slot: r.idx.slot, expiry: now + ttl})
+			}
+		}
+	}
+}
+
+// Explain implements Store.
+func (m *Memory) Explain(_ context.Context, req RouteRequest) (Explanation, error) {
+	p, err := m.pool(req.Pool)
+	if err != nil {
+		return Explanation{}, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.prepare(&req); err != nil {
+		return Explanation{}, err
+	}
+	e := p.evaluate(&req, req.NowMs)
+	out := Explanation{RequestID: req.RequestID, RequiredBlocks: e.required, Candidates: make([]Candidate, len(e.cands))}
+	for i, c := range e.cands {
+		_, _, _, depth := c.ov.Effective()
+		dev, host, disk, _ := c.ov.Effective()
+		out.Candidates[i] = Candidate{
+			WorkerID: c.rank.worker.spec.WorkerID, DPRank: c.rank.rank, DeviceBlocks: dev, HostBlocks: host, DiskBlocks: disk,
+			EventBlocks: c.ov.Event, PredictedBlocks: c.ov.Soft, OverlapBlocks: depth, Credit: c.credit,
+			ActivePrefillTokens: c.rank.load.PrefillTokens, ActiveDecodeBlocks: c.rank.load.DecodeBlocks,
+			ActiveRequests: c.rank.load.Requests, Cost: c.cost, Filtered: c.reason,
+		}
+	}
+	if e.chosen < 0 {
+		err := &NoEligibleError{Pool: req.Pool, Reasons: e.reasons}
+		out.Error = &ErrorBody{Code: ErrorCode(err), Message: err.Error()}
+	} else {
+		d := e.decision(&req)
+		out.Decision = &d
+	}
+	return out, nil
+}

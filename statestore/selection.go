@@ -1,0 +1,144 @@
+package statestore
+
+import "math"
+
+// This file holds the decision rules (SPEC §6.2, §6.3) as pure functions over candidate numbers. The
+// memory store calls them; luascripts/route.lua implements the very same arithmetic, in the same
+// order of floating-point operations, so that both stores pick identically. Change both together.
+
+// JumpStride is the position stride of the prefix jump search (SPEC §5): a lookup probes every
+// JumpStride-th position and binary-searches back only where the set of matching workers shrinks.
+const JumpStride = 32
+
+// RequiredBlocks is ceil(isl / blockSize).
+func RequiredBlocks(isl int64, blockSize int) int64 {
+	bs := int64(blockSize)
+	return (isl + bs - 1) / bs
+}
+
+// Overlap is one candidate's matched prefix, split by the best tier each block is held in.
+type Overlap struct {
+	Device, Host, Disk int // event-derived blocks by best tier (they add up to Event)
+	Event              int // event-derived depth
+	Soft               int // approximate/predicted depth
+}
+
+// Effective returns the overlap used for scoring: where the soft (approximate/predicted) depth is
+// deeper than the event depth, the extra blocks count as device blocks.
+func (o Overlap) Effective() (device, host, disk, depth int) {
+	device, host, disk, depth = o.Device, o.Host, o.Disk, o.Event
+	if o.Soft > o.Event {
+		device += o.Soft - o.Event
+		depth = o.Soft
+	}
+	return
+}
+
+// Load is one candidate's booked load.
+type Load struct {
+	PrefillTokens int64
+	DecodeBlocks  int64
+	Requests      int64
+}
+
+// CostInput is everything the cost of one candidate depends on.
+type CostInput struct {
+	Cfg            PoolConfig // with the request's overrides applied
+	ISL            int64      // prompt tokens
+	RequiredBlocks int64
+	MinPrefill     int64 // min active_prefill_tokens over the eligible candidates
+	Overlap        Overlap
+	Load           Load
+}
+
+// Cost computes Dynamo's cost (lower wins) and the credit it granted, in this exact operation order:
+//
+//	decay  = 1 / (1 + d · ((prefill − minPrefill) / bs) / required)      (1 when d = 0 or required = 0)
+//	credit = c · decay · device + hw · host + dw · disk
+//	raw    = (prefill + isl) / bs
+//	cost   = scale · max(raw − credit, 0) + (decode + required) + rw · requests
+func Cost(in CostInput) (cost, credit float64) {
+	bs := float64(in.Cfg.BlockSize)
+	dev, host, disk, _ := in.Overlap.Effective()
+	decay := 1.0
+	if in.Cfg.OverlapScoreCreditDecay > 0 && in.RequiredBlocks > 0 {
+		decay = 1 / (1 + in.Cfg.OverlapScoreCreditDecay*(float64(in.Load.PrefillTokens-in.MinPrefill)/bs)/float64(in.RequiredBlocks))
+	}
+	credit = in.Cfg.OverlapScoreCredit*decay*float64(dev) + in.Cfg.HostCacheHitWeight*float64(host) + in.Cfg.DiskCacheHitWeight*float64(disk)
+	raw := float64(in.Load.PrefillTokens+in.ISL) / bs
+	prefill := raw - credit
+	if prefill < 0 {
+		prefill = 0
+	}
+	cost = in.Cfg.PrefillLoadScale*prefill + float64(in.Load.DecodeBlocks+in.RequiredBlocks) + in.Cfg.DecodeActiveRequestWeight*float64(in.Load.Requests)
+	return cost, credit
+}
+
+// BookedPrefill is the prefill tokens a decision books: max(isl − device_overlap · bs, 0).
+func BookedPrefill(isl int64, deviceBlocks int, blockSize int) int64 {
+	v := isl - int64(deviceBlocks)*int64(blockSize)
+	if v < 0 {
+		return 0
+	}
+	return v
+}
+
+// Pick chooses among eligible costs (ordered by worker id, then dp rank) with the caller's random
+// number r ∈ [0,1) (SPEC §6.3). Temperature 0: the minimum; among k tied minima, index floor(r·k).
+// Temperature T > 0: softmax sampling over normalised costs, p_i ∝ exp(−(c_i − c_min)/((c_max − c_min)·T)),
+// uniform when all costs are equal; the first i whose cumulative probability exceeds r, else the last.
+// It returns -1 when costs is empty.
+func Pick(costs []float64, temperature, r float64) int {
+	n := len(costs)
+	if n == 0 {
+		return -1
+	}
+	cmin, cmax := costs[0], costs[0]
+	for _, c := range costs[1:] {
+		cmin = math.Min(cmin, c)
+		cmax = math.Max(cmax, c)
+	}
+	if temperature <= 0 {
+		k := 0
+		for _, c := range costs {
+			if c == cmin {
+				k++
+			}
+		}
+		want := int(math.Floor(r * float64(k)))
+		if want >= k {
+			want = k - 1
+		}
+		for i, c := range costs {
+			if c == cmin {
+				if want == 0 {
+					return i
+				}
+				want--
+			}
+		}
+		return n - 1 // unreachable
+	}
+	if cmax == cmin {
+		i := int(math.Floor(r * float64(n)))
+		if i >= n {
+			i = n - 1
+		}
+		return i
+	}
+	span := (cmax - cmin) * temperature
+	total := 0.0
+	w := make([]float64, n)
+	for i, c := range costs {
+		w[i] = math.Exp(-(c - cmin) / span)
+		total += w[i]
+	}
+	cum := 0.0
+	for i := range w {
+		cum += w[i] / total
+		if cum > r {
+			return i
+		}
+	}
+	return n - 1
+}
