@@ -36,7 +36,10 @@ find_busybox() {
   done
   return 1
 }
-if ! find_busybox && [[ "$(id -u)" == "0" ]] && command -v apt-get >/dev/null 2>&1; then
+# Only when no busybox at all is installed: busybox-static replaces Debian's
+# dynamic busybox package, which we leave alone.
+if ! find_busybox && ! command -v busybox >/dev/null 2>&1 &&
+  [[ "$(id -u)" == "0" ]] && command -v apt-get >/dev/null 2>&1; then
   log "installing busybox-static (optional)"
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q busybox-static >/dev/null 2>&1 || true
   find_busybox || true
