@@ -5,6 +5,7 @@
 #
 # Usage: infra/redis-image/build.sh [TAG]      (default TAG: kvrouter/redis-local:7)
 # Env:   FORCE=1       rebuild even if the image already exists
+#        NO_BUSYBOX=1  leave busybox (and so /bin/sh) out of the image
 #        REDIS_SERVER  path of the binary to package (default /usr/bin/redis-server)
 set -euo pipefail
 
@@ -28,6 +29,7 @@ fi
 # Optional static busybox: gives the image /bin/sh, so testcontainers' internal
 # port check and `docker exec` work. Installed from Debian's packages if possible.
 BUSYBOX=""
+if [[ "${NO_BUSYBOX:-0}" == "1" ]]; then BUSYBOX_WANTED=0; else BUSYBOX_WANTED=1; fi
 is_static() { file -L "$1" 2>/dev/null | grep -q 'statically linked' || ! ldd "$1" >/dev/null 2>&1; }
 find_busybox() {
   local b
@@ -38,7 +40,7 @@ find_busybox() {
 }
 # Only when no busybox at all is installed: busybox-static replaces Debian's
 # dynamic busybox package, which we leave alone.
-if ! find_busybox && ! command -v busybox >/dev/null 2>&1 &&
+if ((BUSYBOX_WANTED)) && ! find_busybox && ! command -v busybox >/dev/null 2>&1 &&
   [[ "$(id -u)" == "0" ]] && command -v apt-get >/dev/null 2>&1; then
   log "installing busybox-static (optional)"
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q busybox-static >/dev/null 2>&1 || true
@@ -78,6 +80,7 @@ root:x:0:
 nogroup:x:65534:
 GR
 
+if ((!BUSYBOX_WANTED)); then BUSYBOX=""; fi
 if [[ -n "$BUSYBOX" ]]; then
   cp "$BUSYBOX" "$ROOT/bin/busybox"
   # The applets testcontainers' port check runs, and a few for debugging.
