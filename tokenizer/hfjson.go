@@ -115,14 +115,15 @@ func loadHFJSON(data []byte, opts Options) (*bpeTokenizer, error) {
 	if err != nil {
 		return nil, err
 	}
+	nz, err := hfNormalizer(f.Normalizer)
+	if err != nil {
+		return nil, err
+	}
 	model, vocabText, err := hfBPEModel(&f.Model)
 	if err != nil {
 		return nil, err
 	}
-	t := &bpeTokenizer{steps: steps, model: model}
-	if t.norm, err = hfNormalizer(f.Normalizer); err != nil {
-		return nil, err
-	}
+	t := &bpeTokenizer{steps: steps, model: model, norm: nz}
 	var raw, normd []addedToken
 	for _, a := range f.AddedTokens {
 		id := a.ID
