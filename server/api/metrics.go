@@ -1,0 +1,248 @@
+package api
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvrouter/kvrouter/core"
+	"github.com/kvrouter/kvrouter/statestore"
+)
+
+// Metrics are kvrouter's Prometheus metrics (SPEC §7), all prefixed kvrouter_. Labels are bounded: pool
+// and worker names (operator-defined), endpoint templates, outcome codes, phases and store operations —
+// never request ids, sessions or prefixes. A nil *Metrics records nothing.
+type Metrics struct {
+	decisions      *prometheus.CounterVec
+	decisionTime   *prometheus.HistogramVec
+	overlapRatio   *prometheus.HistogramVec
+	eventsReceived *prometheus.CounterVec
+	eventsApplied  *prometheus.CounterVec
+	eventBlocks    *prometheus.CounterVec
+	storeTime      *prometheus.HistogramVec
+	storeErrors    *prometheus.CounterVec
+	httpRequests   *prometheus.CounterVec
+	httpTime       *prometheus.HistogramVec
+}
+
+// latencyBuckets span 10 µs .. ~5 s.
+var latencyBuckets = prometheus.ExponentialBuckets(10e-6, 2.5, 15)
+
+// NewMetrics creates the metrics and registers them on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kvrouter_decisions_total",
+			Help: "Routing decisions by kind (route, explain), pool and outcome (ok or the error code)."},
+			[]string{"kind", "pool", "outcome"}),
+		decisionTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "kvrouter_decision_duration_seconds",
+			Help:    "Decision latency by phase: total; tokenize (text prompts); hash (decode, hashing, validation: total minus store and tokenize); store (state-store calls).",
+			Buckets: latencyBuckets}, []string{"kind", "phase"}),
+		overlapRatio: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "kvrouter_decision_overlap_ratio",
+			Help:    "Chosen worker's matched prefix blocks / required blocks, per routed request (cache hit ratio).",
+			Buckets: []float64{0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1}}, []string{"pool"}),
+		eventsReceived: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kvrouter_events_received_total",
+			Help: "KV events received over HTTP by type (stored, removed, cleared, invalid)."}, []string{"type"}),
+		eventsApplied: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kvrouter_events_applied_total",
+			Help: "KV events by outcome in the store: applied, stale, parent_block_not_found, gap, restart, block_size_mismatch, unknown_worker, invalid."},
+			[]string{"status"}),
+		eventBlocks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kvrouter_event_blocks_total",
+			Help: "Blocks changed by applied events: stored, removed, block_not_found."}, []string{"op"}),
+		storeTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "kvrouter_store_call_duration_seconds",
+			Help: "State-store call latency by operation (one Redis script call each with the Redis store).", Buckets: latencyBuckets},
+			[]string{"op"}),
+		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kvrouter_store_call_errors_total",
+			Help: "State-store calls that failed by operation and error code."}, []string{"op", "code"}),
+		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kvrouter_http_requests_total",
+			Help: "API requests by endpoint template and status code."}, []string{"endpoint", "code"}),
+		httpTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "kvrouter_http_request_duration_seconds",
+			Help: "API request handling time by endpoint template (body read excluded).", Buckets: latencyBuckets},
+			[]string{"endpoint"}),
+	}
+	reg.MustRegister(m.decisions, m.decisionTime, m.overlapRatio, m.eventsReceived, m.eventsApplied, m.eventBlocks,
+		m.storeTime, m.storeErrors, m.httpRequests, m.httpTime)
+	return m
+}
+
+func (m *Metrics) observeHTTP(endpoint string, status int, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.httpRequests.WithLabelValues(endpoint, strconv.Itoa(status)).Inc()
+	m.httpTime.WithLabelValues(endpoint).Observe(d.Seconds())
+}
+
+func (m *Metrics) observeDecision(kind, pool string, err error, total, tokenize, store time.Duration, d *statestore.Decision) {
+	if m == nil {
+		return
+	}
+	outcome := "ok"
+	if err != nil {
+		outcome = statestore.ErrorCode(err)
+		if outcome == "unknown_pool" || outcome == "invalid_argument" && pool == "" {
+			pool = "" // never a label value taken from a request that named no real pool
+		}
+	}
+	m.decisions.WithLabelValues(kind, pool, outcome).Inc()
+	if total <= 0 {
+		return
+	}
+	m.decisionTime.WithLabelValues(kind, "total").Observe(total.Seconds())
+	m.decisionTime.WithLabelValues(kind, "store").Observe(store.Seconds())
+	if tokenize > 0 {
+		m.decisionTime.WithLabelValues(kind, "tokenize").Observe(tokenize.Seconds())
+	}
+	hash := total - store - tokenize
+	if hash < 0 {
+		hash = 0
+	}
+	m.decisionTime.WithLabelValues(kind, "hash").Observe(hash.Seconds())
+	if d != nil && kind == "route" && d.RequiredBlocks > 0 {
+		m.overlapRatio.WithLabelValues(pool).Observe(float64(d.OverlapBlocks) / float64(d.RequiredBlocks))
+	}
+}
+
+func (m *Metrics) observeEventsRejected(n int) {
+	if m == nil {
+		return
+	}
+	m.eventsReceived.WithLabelValues("invalid").Add(float64(n))
+	m.eventsApplied.WithLabelValues("invalid").Add(float64(n))
+}
+
+func (m *Metrics) observeEventTypes(evs []core.RouterEvent) {
+	if m == nil {
+		return
+	}
+	var stored, removed, cleared, other int
+	for i := range evs {
+		switch eventType(evs[i].Event.Data) {
+		case "stored":
+			stored++
+		case "removed":
+			removed++
+		case "cleared":
+			cleared++
+		default:
+			other++
+		}
+	}
+	for _, c := range []struct {
+		t string
+		n int
+	}{{"stored", stored}, {"removed", removed}, {"cleared", cleared}, {"invalid", other}} {
+		if c.n > 0 {
+			m.eventsReceived.WithLabelValues(c.t).Add(float64(c.n))
+		}
+	}
+}
+
+// eventType names an event's data cheaply (no full decode): "stored", "removed", "cleared" or "".
+func eventType(data []byte) string {
+	for i := 0; i < len(data); i++ {
+		switch data[i] {
+		case ' ', '\t', '\r', '\n', '{':
+			continue
+		case '"':
+			rest := data[i+1:]
+			for _, t := range []string{"stored", "removed", "cleared"} {
+				if len(rest) > len(t) && string(rest[:len(t)]) == t && rest[len(t)] == '"' {
+					return t
+				}
+			}
+			return ""
+		default:
+			return ""
+		}
+	}
+	return ""
+}
+
+func (m *Metrics) observeEventsApplied(r statestore.ApplyResult, invalid int) {
+	if m == nil {
+		return
+	}
+	for _, c := range []struct {
+		s string
+		n int
+	}{{"applied", r.Applied}, {"stale", r.Stale}, {"parent_block_not_found", r.ParentNotFound},
+		{"gap", r.Gaps}, {"restart", r.Restarts}, {"block_size_mismatch", r.BlockSizeMismatch},
+		{"unknown_worker", r.UnknownWorker}, {"invalid", invalid}} {
+		if c.n > 0 {
+			m.eventsApplied.WithLabelValues(c.s).Add(float64(c.n))
+		}
+	}
+	for _, c := range []struct {
+		s string
+		n int
+	}{{"stored", r.StoredBlocks}, {"removed", r.RemovedBlocks}, {"block_not_found", r.BlockNotFound}} {
+		if c.n > 0 {
+			m.eventBlocks.WithLabelValues(c.s).Add(float64(c.n))
+		}
+	}
+}
+
+// WorkerCollector reports per-worker load gauges at scrape time, read from the store (so every router
+// reports the shared truth and removed workers disappear): kvrouter_worker_active_prefill_tokens,
+// kvrouter_worker_active_decode_blocks, kvrouter_worker_active_requests, kvrouter_worker_cached_blocks
+// (summed over dp ranks), kvrouter_worker_live and kvrouter_worker_degraded, labelled {pool, worker}.
+type WorkerCollector struct {
+	rt      *core.Router
+	timeout time.Duration
+	descs   [6]*prometheus.Desc
+}
+
+// NewWorkerCollector returns a collector over a router; each scrape lists pools and workers with timeout.
+func NewWorkerCollector(rt *core.Router, timeout time.Duration) *WorkerCollector {
+	l := []string{"pool", "worker"}
+	return &WorkerCollector{rt: rt, timeout: timeout, descs: [6]*prometheus.Desc{
+		prometheus.NewDesc("kvrouter_worker_active_prefill_tokens", "Booked prefill tokens not yet done, summed over dp ranks.", l, nil),
+		prometheus.NewDesc("kvrouter_worker_active_decode_blocks", "Booked decode blocks of active requests, summed over dp ranks.", l, nil),
+		prometheus.NewDesc("kvrouter_worker_active_requests", "Active (leased) requests, summed over dp ranks.", l, nil),
+		prometheus.NewDesc("kvrouter_worker_cached_blocks", "Blocks indexed from the worker's KV events, summed over dp ranks.", l, nil),
+		prometheus.NewDesc("kvrouter_worker_live", "1 if the worker is live (eligible by liveness), else 0.", l, nil),
+		prometheus.NewDesc("kvrouter_worker_degraded", "1 if any rank lost events (gap) since its last reset.", l, nil),
+	}}
+}
+
+// Describe implements prometheus.Collector.
+func (c *WorkerCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *WorkerCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	pools, err := c.rt.Pools(ctx)
+	if err != nil {
+		return
+	}
+	for _, p := range pools {
+		ws, err := c.rt.Workers(ctx, p.Name)
+		if err != nil {
+			continue
+		}
+		for _, w := range ws {
+			var v [6]float64
+			for _, r := range w.Ranks {
+				v[0] += float64(r.ActivePrefillTokens)
+				v[1] += float64(r.ActiveDecodeBlocks)
+				v[2] += float64(r.ActiveRequests)
+				v[3] += float64(r.CachedBlocks)
+				if r.Degraded {
+					v[5] = 1
+				}
+			}
+			if w.Live {
+				v[4] = 1
+			}
+			for i, d := range c.descs {
+				ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v[i], p.Name, w.WorkerID)
+			}
+		}
+	}
+}

@@ -1,0 +1,198 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/kvrouter/kvrouter/core"
+	"github.com/kvrouter/kvrouter/statestore"
+)
+
+// Config is the whole configuration of `kvrouter serve`. Sources, highest first: command-line flags,
+// environment variables KVROUTER_<FLAG>, the optional YAML file (--config), DefaultConfig. YAML keys are
+// the flag names with '-' → '_'.
+type Config struct {
+	// Addr is the listen address, host:port. Default ":8080".
+	Addr string `yaml:"addr"`
+	// Store is "memory" (embedded) or a Redis URL (redis://host:port/db, rediss://..., cluster seeds
+	// separated by commas). Default "memory".
+	Store string `yaml:"store"`
+	// MaxBodyBytes bounds a request body, bytes (413 above). Default 8388608 (8 MiB); range [1024, 1 GiB].
+	MaxBodyBytes int `yaml:"max_body_bytes"`
+	// MaxEvents bounds the events of one POST /v1/events, count. Default 100000.
+	MaxEvents int `yaml:"max_events"`
+	// ReadTimeout, WriteTimeout bound reading a request and writing a response. Default 30 s each.
+	ReadTimeout  time.Duration `yaml:"read_timeout"`
+	WriteTimeout time.Duration `yaml:"write_timeout"`
+	// IdleTimeout closes idle keep-alive connections. Default 120 s.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// ShutdownTimeout bounds the drain of in-flight requests on SIGTERM/SIGINT. Default 15 s.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// StoreTimeout bounds each request's state-store work (and a /metrics worker scrape). Default 5 s.
+	StoreTimeout time.Duration `yaml:"store_timeout"`
+	// Tokenizer is a Hugging Face tokenizer.json (or tiktoken file) for "prompt" text. Default "" (none:
+	// text prompts are a 400).
+	Tokenizer string `yaml:"tokenizer"`
+	// OTLPEndpoint enables OpenTelemetry tracing over OTLP/HTTP (host:port or a URL). Default "" (no-op).
+	OTLPEndpoint string `yaml:"otlp_endpoint"`
+	// LogLevel is debug, info, warn or error. Default info (debug logs one line per decision).
+	LogLevel string `yaml:"log_level"`
+	// LogFormat is text or json. Default text.
+	LogFormat string `yaml:"log_format"`
+	// Pools maps a pool name to its knobs (SPEC §6.4 JSON names) plus an optional "preset"
+	// ("load-aware" or "agentic", applied before the knobs). Empty: one pool named "default" with
+	// block_size 16, created only if the store does not have it yet.
+	Pools map[string]map[string]any `yaml:"pools"`
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	o := DefaultOptions()
+	return Config{Addr: ":8080", Store: "memory", MaxBodyBytes: o.MaxBodyBytes, MaxEvents: 100000,
+		ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout, IdleTimeout: o.IdleTimeout,
+		ShutdownTimeout: o.ShutdownTimeout, StoreTimeout: 5 * time.Second, LogLevel: "info", LogFormat: "text"}
+}
+
+// DefaultBlockSize is the block size of the implicit default pool.
+const DefaultBlockSize = 16
+
+// LoadConfigFile reads a YAML file on top of base. Unknown keys are errors naming the key.
+func LoadConfigFile(path string, base Config) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return base, fmt.Errorf("--config: %w", err)
+	}
+	cfg := base
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+		return base, fmt.Errorf("--config %s: %v", path, err)
+	}
+	return cfg, nil
+}
+
+// Validate names the first bad setting (by its flag name).
+func (c Config) Validate() error {
+	if c.Addr == "" {
+		return fmt.Errorf("addr must not be empty")
+	}
+	if c.Store == "" {
+		return fmt.Errorf("store must not be empty (memory or a redis:// URL)")
+	}
+	if c.MaxEvents < 1 || c.MaxEvents > 10_000_000 {
+		return fmt.Errorf("max-events must be in [1, 10000000], got %d", c.MaxEvents)
+	}
+	if c.StoreTimeout <= 0 {
+		return fmt.Errorf("store-timeout must be > 0, got %s", c.StoreTimeout)
+	}
+	if _, err := ParseLogLevel(c.LogLevel); err != nil {
+		return err
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		return fmt.Errorf("log-format must be text or json, got %q", c.LogFormat)
+	}
+	if err := c.ServerOptions().Validate(); err != nil {
+		return err
+	}
+	_, err := c.PoolConfigs()
+	return err
+}
+
+// ServerOptions returns the HTTP server's options.
+func (c Config) ServerOptions() Options {
+	return Options{MaxBodyBytes: c.MaxBodyBytes, ReadTimeout: c.ReadTimeout, WriteTimeout: c.WriteTimeout,
+		IdleTimeout: c.IdleTimeout, ShutdownTimeout: c.ShutdownTimeout}
+}
+
+// ParseLogLevel maps a level name to slog's.
+func ParseLogLevel(s string) (slog.Level, error) {
+	switch strings.ToLower(s) {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "info", "":
+		return slog.LevelInfo, nil
+	case "warn", "warning":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	}
+	return 0, fmt.Errorf("log-level must be debug, info, warn or error, got %q", s)
+}
+
+// PoolSetup is one pool to create at startup.
+type PoolSetup struct {
+	Name   string
+	Config statestore.PoolConfig
+	// IfMissing: create only when the store has no such pool (the implicit default pool), so restarting
+	// a router never resets knobs set over the API.
+	IfMissing bool
+}
+
+// PoolConfigs turns Pools into validated pool configs, sorted by name; errors name the pool and knob.
+func (c Config) PoolConfigs() ([]PoolSetup, error) {
+	if len(c.Pools) == 0 {
+		return []PoolSetup{{Name: core.DefaultPool, Config: statestore.DefaultPoolConfig(DefaultBlockSize), IfMissing: true}}, nil
+	}
+	names := make([]string, 0, len(c.Pools))
+	for n := range c.Pools {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	out := make([]PoolSetup, 0, len(names))
+	for _, name := range names {
+		if err := statestore.CheckID("pool name", name); err != nil {
+			return nil, fmt.Errorf("pools: %v", err)
+		}
+		knobs := map[string]any{}
+		for k, v := range c.Pools[name] {
+			knobs[k] = v
+		}
+		base := statestore.DefaultPoolConfig(0)
+		if p, ok := knobs["preset"]; ok {
+			ps, isStr := p.(string)
+			if !isStr {
+				return nil, fmt.Errorf("pools.%s.preset must be a string", name)
+			}
+			var err error
+			if base, err = core.ApplyPreset(base, ps); err != nil {
+				return nil, fmt.Errorf("pools.%s.preset: %v", name, err)
+			}
+			delete(knobs, "preset")
+		}
+		if _, ok := knobs["block_size"]; !ok {
+			base.BlockSize = DefaultBlockSize
+		}
+		raw, err := json.Marshal(knobs)
+		if err != nil {
+			return nil, fmt.Errorf("pools.%s: %v", name, err)
+		}
+		cfg, err := core.ParsePoolConfig(base, raw)
+		if err != nil {
+			return nil, fmt.Errorf("pools.%s: %v", name, err)
+		}
+		out = append(out, PoolSetup{Name: name, Config: cfg})
+	}
+	return out, nil
+}
+
+// SetPoolKnob sets one knob (or "preset") of a pool, creating the pool's entry: flags use it to override
+// the file.
+func (c *Config) SetPoolKnob(pool, knob string, v any) {
+	if c.Pools == nil {
+		c.Pools = map[string]map[string]any{}
+	}
+	if c.Pools[pool] == nil {
+		c.Pools[pool] = map[string]any{}
+	}
+	c.Pools[pool][knob] = v
+}

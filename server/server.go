@@ -1,0 +1,183 @@
+// Package server is kvrouter's HTTP decision service (`kvrouter serve`, SPEC §7) on fasthttp: it reads
+// requests, hands them to the transport-free api package and writes the answers; it also serves
+// Prometheus /metrics and shuts down gracefully. Configuration (flags > env > YAML file > defaults) is
+// in config.go, tracing setup in tracing.go.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/fasthttpadaptor"
+
+	"github.com/kvrouter/kvrouter/server/api"
+)
+
+// Options configure a Server. Every field is validated by New.
+type Options struct {
+	// MaxBodyBytes bounds a request body, bytes; larger bodies get 413. Default 8 MiB; range [1 KiB, 1 GiB].
+	MaxBodyBytes int
+	// ReadTimeout bounds reading one request (headers and body). Default 30 s; 0 is invalid.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds writing one response. Default 30 s; 0 is invalid.
+	WriteTimeout time.Duration
+	// IdleTimeout closes keep-alive connections idle this long. Default 120 s.
+	IdleTimeout time.Duration
+	// ShutdownTimeout bounds draining in-flight requests on shutdown; then connections are closed.
+	// Default 15 s.
+	ShutdownTimeout time.Duration
+	// Concurrency caps concurrent connections; 0 = fasthttp's default (256 k).
+	Concurrency int
+	// Gatherer serves GET /metrics; nil = no /metrics endpoint (404).
+	Gatherer prometheus.Gatherer
+	// Logger receives server errors. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultOptions returns the documented defaults.
+func DefaultOptions() Options {
+	return Options{MaxBodyBytes: 8 << 20, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second,
+		IdleTimeout: 120 * time.Second, ShutdownTimeout: 15 * time.Second}
+}
+
+// Validate names the first bad option.
+func (o Options) Validate() error {
+	switch {
+	case o.MaxBodyBytes < 1<<10 || o.MaxBodyBytes > 1<<30:
+		return fmt.Errorf("max-body-bytes must be in [1024, %d], got %d", 1<<30, o.MaxBodyBytes)
+	case o.ReadTimeout <= 0:
+		return fmt.Errorf("read-timeout must be > 0, got %s", o.ReadTimeout)
+	case o.WriteTimeout <= 0:
+		return fmt.Errorf("write-timeout must be > 0, got %s", o.WriteTimeout)
+	case o.IdleTimeout < 0:
+		return fmt.Errorf("idle-timeout must be >= 0, got %s", o.IdleTimeout)
+	case o.ShutdownTimeout <= 0:
+		return fmt.Errorf("shutdown-timeout must be > 0, got %s", o.ShutdownTimeout)
+	case o.Concurrency < 0:
+		return fmt.Errorf("concurrency must be >= 0, got %d", o.Concurrency)
+	}
+	return nil
+}
+
+// Server serves an api.API over HTTP/1.1.
+type Server struct {
+	api     *api.API
+	opts    Options
+	fs      *fasthttp.Server
+	metrics fasthttp.RequestHandler
+	log     *slog.Logger
+}
+
+// New returns a server for a; it does not listen yet.
+func New(a *api.API, opts Options) (*Server, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	s := &Server{api: a, opts: opts, log: opts.Logger}
+	if opts.Gatherer != nil {
+		s.metrics = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}))
+	}
+	s.fs = &fasthttp.Server{
+		Handler:                       s.handle,
+		ErrorHandler:                  s.handleError,
+		Name:                          "kvrouter",
+		MaxRequestBodySize:            opts.MaxBodyBytes,
+		ReadTimeout:                   opts.ReadTimeout,
+		WriteTimeout:                  opts.WriteTimeout,
+		IdleTimeout:                   opts.IdleTimeout,
+		Concurrency:                   opts.Concurrency,
+		DisablePreParseMultipartForm:  true,
+		NoDefaultContentType:          true,
+		DisableHeaderNamesNormalizing: false,
+		CloseOnShutdown:               true,
+		Logger:                        fasthttpLogger{opts.Logger},
+	}
+	return s, nil
+}
+
+type fasthttpLogger struct{ l *slog.Logger }
+
+func (f fasthttpLogger) Printf(format string, args ...any) {
+	f.l.Debug("fasthttp", "msg", fmt.Sprintf(format, args...))
+}
+
+// Handler returns the fasthttp handler (for tests and embedding).
+func (s *Server) Handler() fasthttp.RequestHandler { return s.handle }
+
+func (s *Server) handle(ctx *fasthttp.RequestCtx) {
+	path := ctx.URI().PathOriginal()
+	if s.metrics != nil && string(ctx.Path()) == "/metrics" && ctx.IsGet() {
+		s.metrics(ctx)
+		return
+	}
+	req := api.Request{
+		Method:  string(ctx.Method()),
+		RawPath: string(path),
+		Query: func(name string) string {
+			return string(ctx.QueryArgs().Peek(name))
+		},
+		Header: func(name string) string { return string(ctx.Request.Header.Peek(name)) },
+		Body:   ctx.PostBody(),
+	}
+	// Not ctx itself: fasthttp cancels it on shutdown, and in-flight requests must drain, not fail.
+	resp := s.api.Do(context.Background(), req)
+	ctx.SetStatusCode(resp.Status)
+	ctx.SetContentType(api.ContentType)
+	ctx.SetBody(resp.Body)
+}
+
+// handleError answers requests fasthttp could not read: too large (413), timeouts, malformed HTTP.
+func (s *Server) handleError(ctx *fasthttp.RequestCtx, err error) {
+	status, code := http.StatusBadRequest, "bad_request"
+	msg := "cannot read the request: " + err.Error()
+	switch {
+	case errors.Is(err, fasthttp.ErrBodyTooLarge):
+		status, code = http.StatusRequestEntityTooLarge, "body_too_large"
+		msg = fmt.Sprintf("request body larger than %d bytes", s.opts.MaxBodyBytes)
+	case isTimeout(err):
+		status, code = http.StatusRequestTimeout, "timeout"
+		msg = "timed out reading the request"
+	}
+	ctx.SetStatusCode(status)
+	ctx.SetContentType(api.ContentType)
+	ctx.SetBodyString(fmt.Sprintf(`{"error":{"code":%q,"message":%q}}`, code, msg))
+	ctx.SetConnectionClose()
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// Serve answers on ln until ctx is cancelled, then stops accepting, drains in-flight requests for up to
+// ShutdownTimeout and returns. It returns nil after a clean shutdown.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	errc := make(chan error, 1)
+	go func() { errc <- s.fs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
+	defer cancel()
+	err := s.fs.ShutdownWithContext(sctx)
+	if serr := <-errc; serr != nil && err == nil {
+		err = serr
+	}
+	if err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}
