@@ -130,7 +130,7 @@ func Pick(costs []float64, temperature, r float64) int {
 	total := 0.0
 	w := make([]float64, n)
 	for i, c := range costs {
-		w[i] = math.Exp(-(c - cmin) / span)
+		w[i] = Exp(-(c - cmin) / span)
 		total += w[i]
 	}
 	cum := 0.0
@@ -141,4 +141,55 @@ func Pick(costs []float64, temperature, r float64) int {
 		}
 	}
 	return n - 1
+}
+
+// Exp is e**x computed with plain IEEE double operations in a fixed order (the algorithm of Go's
+// portable math.exp: FreeBSD's e_exp.c). The softmax uses it instead of math.Exp because math.Exp is
+// implemented in assembly on amd64 (with or without FMA depending on the CPU) and so is not bit-exact
+// across machines, and luascripts/route.lua must reproduce the very same bits with Lua arithmetic.
+// Every product is rounded explicitly (float64(...)) so the compiler never fuses a multiply-add.
+func Exp(x float64) float64 {
+	const (
+		ln2Hi     = 6.93147180369123816490e-01
+		ln2Lo     = 1.90821492927058770002e-10
+		log2e     = 1.44269504088896338700e+00
+		overflow  = 7.09782712893383973096e+02
+		underflow = -7.45133219101941108420e+02
+		nearZero  = 1.0 / (1 << 28)
+		p1        = 1.66666666666666657415e-01
+		p2        = -2.77777777770155933842e-03
+		p3        = 6.61375632143793436117e-05
+		p4        = -1.65339022054652515390e-06
+		p5        = 4.13813679705723846039e-08
+	)
+	switch {
+	case math.IsNaN(x) || math.IsInf(x, 1):
+		return x
+	case math.IsInf(x, -1):
+		return 0
+	case x > overflow:
+		return math.Inf(1)
+	case x < underflow:
+		return 0
+	case -nearZero < x && x < nearZero:
+		return 1 + x
+	}
+	var k float64
+	switch {
+	case x < 0:
+		k = math.Ceil(float64(log2e*x) - 0.5)
+	case x > 0:
+		k = math.Floor(float64(log2e*x) + 0.5)
+	}
+	hi := x - float64(k*ln2Hi)
+	lo := float64(k * ln2Lo)
+	r := hi - lo
+	t := float64(r * r)
+	poly := p4 + float64(t*p5)
+	poly = p3 + float64(t*poly)
+	poly = p2 + float64(t*poly)
+	poly = p1 + float64(t*poly)
+	c := r - float64(t*poly)
+	y := 1 - ((lo - float64(r*c)/(2-c)) - hi)
+	return math.Ldexp(y, int(k))
 }

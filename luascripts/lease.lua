@@ -1,0 +1,26 @@
+-- lease.lua — end or renew one request's lease: prefill_done (release its prefill tokens), done (release
+-- the whole lease), renew (extend to now + lease_ttl_ms). Idempotent. Expired leases are released first.
+--
+-- KEYS: the pool's key list (see lib.lua).
+-- ARGV: [1] op: 'prefill_done' | 'done' | 'renew'  [2] now, ms  [3] request id.
+-- Reply: {'unknown_pool'} | {'ok', 1 if the lease existed else 0}.
+-- Complexity: O(expired leases) + O(1).
+local op, now, id = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+local cfg = cfg_get()
+if not cfg then return {'unknown_pool'} end
+release_expired(now)
+local lp = redis.call('HGET', K_LS, id)
+if not lp then return {'ok', 0} end
+local l = cmsgpack.unpack(lp)
+if op == 'prefill_done' then
+  if rid_alive(l[1]) then redis.call('HINCRBY', K_LD, 'p' .. l[1], -l[2]) end
+  l[2] = 0
+  redis.call('HSET', K_LS, id, cmsgpack.pack(l))
+elseif op == 'done' then
+  end_lease(id, l, now)
+else
+  l[4] = now + cfg.lttl
+  redis.call('HSET', K_LS, id, cmsgpack.pack(l))
+  redis.call('ZADD', K_LX, l[4], id)
+end
+return {'ok', 1}

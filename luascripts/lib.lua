@@ -1,0 +1,229 @@
+-- lib.lua — helpers shared by every kvrouter script (prepended to each script body by the Go loader,
+-- so each script is still one self-contained EVALSHA call).
+--
+-- KEYS (the same list for every script; built by statestore.poolKeys, all under the pool's hash tag):
+--   1 cfg     HASH   pool knobs (short field names, numbers as %.17g strings)
+--   2 roster  STRING cmsgpack array of candidates in (worker id bytes, dp rank) order:
+--                    {wid, rank, rid, slot, url, max_num_batched_tokens, total_kv_blocks, kv_events(-1/0/1)}
+--   3 wk      HASH   worker id -> cmsgpack {url, dp, tkv, mnbt, kve, rids{}, slots{}}
+--   4 seen    HASH   worker id -> last heartbeat/event, ms
+--   5 ld      HASH   "p"|"d"|"r"..rid -> active prefill tokens | decode blocks | requests (present = rank alive)
+--   6 fence   HASH   "e"..rid epoch, "i"..rid last event id (20 zero-padded digits), "g"..rid degraded
+--   7 sc      HASH   counters: "slot", "rid", "sgen", "rc" (reclaim cursor), "h"..slot held blocks
+--   8 orph    HASH   slot -> held blocks whose parent is not held (only non-zero entries)
+--   9 nd      HASH   slot -> held blocks without the device tier (only non-zero entries)
+--  10 dead    LIST   index slots awaiting incremental reclamation
+--  11 ls      HASH   request id -> cmsgpack lease {rid, prefill, decode, expiry_ms, session, session_gen}
+--  12 lx      ZSET   request id scored by lease expiry, ms
+--  13 ss      HASH   session id -> cmsgpack {rid, wid, gen, active, idle_at_ms}
+--  14 sx      ZSET   soft entry (seq 8 bytes .. slot 4 bytes) scored by expiry, ms
+--  15 e:      prefix of the event index buckets  e:<n>, n = last 12 bits of the sequence hash:
+--                    HASH seq(8 bytes) -> parent seq(8) .. is_child(1) .. {slot u32, tiers u8, children i32}*
+--  16 g:      prefix of the engine maps g:<slot>:<n>, n = last byte of the engine hash:
+--                    HASH engine hash(8 bytes) -> seq(8 bytes)
+--  17 s:      prefix of the soft index buckets s:<n>, n = last 10 bits of the sequence hash:
+--                    HASH seq(8 bytes) -> {slot u32, expiry_ms double}*
+--  18 wz      ZSET   worker ids, score 0 (memcmp order = candidate order)
+-- Bucket suffixes are the only strings appended in Lua; every key stays under the pool's hash tag.
+
+local K_CFG, K_ROSTER, K_WK, K_SEEN, K_LD, K_FENCE, K_SC, K_ORPH, K_ND, K_DEAD, K_LS, K_LX, K_SS, K_SX, K_E, K_G, K_S, K_WZ =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12],
+  KEYS[13], KEYS[14], KEYS[15], KEYS[16], KEYS[17], KEYS[18]
+
+local NB_E, NB_G, NB_S = 4096, 256, 1024
+local RECLAIM_BUCKETS = 8      -- engine-map buckets of dead slots reclaimed per call
+local SOFT_SWEEP = 256         -- expired soft entries swept per call
+
+local function ebucket(seq) local a, b = string.byte(seq, 7, 8); return K_E .. ((a * 256 + b) % NB_E) end
+local function sbucket(seq) local a, b = string.byte(seq, 7, 8); return K_S .. ((a * 256 + b) % NB_S) end
+local function gkey(slot, engine) return K_G .. slot .. ':' .. string.byte(engine, 8) end
+
+local CFG_FIELDS = {'bs', 'osc', 'hw', 'dw', 'pls', 'decay', 'rw', 'temp', 'bpf', 'bdf', 'kve', 'attl', 'pttl', 'sttl', 'lttl', 'wttl', 'mpt'}
+
+-- cfg_get returns the pool's knobs as numbers, or nil when the pool does not exist.
+local function cfg_get()
+  local v = redis.call('HMGET', K_CFG, unpack(CFG_FIELDS))
+  if not v[1] then return nil end
+  local c = {}
+  for i, f in ipairs(CFG_FIELDS) do c[f] = tonumber(v[i]) end
+  return c
+end
+
+local function roster_get()
+  local r = redis.call('GET', K_ROSTER)
+  if not r then return {} end
+  return cmsgpack.unpack(r)
+end
+
+-- roster_rebuild writes the candidate list from wz + wk (wkc: optional cache of changed worker records).
+local function roster_rebuild(wkc)
+  local ids = redis.call('ZRANGE', K_WZ, 0, -1)
+  local out = {}
+  for _, id in ipairs(ids) do
+    local w = wkc and wkc[id]
+    if not w then w = cmsgpack.unpack(redis.call('HGET', K_WK, id)) end
+    for r = 1, w[2] do
+      out[#out + 1] = {id, r - 1, w[6][r], w[7][r], w[1], w[4], w[3], w[5]}
+    end
+  end
+  if #out == 0 then redis.call('DEL', K_ROSTER) else redis.call('SET', K_ROSTER, cmsgpack.pack(out)) end
+  return out
+end
+
+local function rid_alive(rid) return redis.call('HEXISTS', K_LD, 'r' .. rid) == 1 end
+
+-- end_lease releases a lease's remaining load and its session hold at time t (memory: endLease).
+local function end_lease(id, l, t)
+  local rid = l[1]
+  if rid_alive(rid) then
+    redis.call('HINCRBY', K_LD, 'p' .. rid, -l[2])
+    redis.call('HINCRBY', K_LD, 'd' .. rid, -l[3])
+    redis.call('HINCRBY', K_LD, 'r' .. rid, -1)
+  end
+  redis.call('HDEL', K_LS, id)
+  redis.call('ZREM', K_LX, id)
+  if l[5] ~= '' then
+    local sp = redis.call('HGET', K_SS, l[5])
+    if sp then
+      local s = cmsgpack.unpack(sp)
+      if s[3] == l[6] and s[4] > 0 then
+        s[4] = s[4] - 1
+        if s[4] == 0 then s[5] = t end
+        redis.call('HSET', K_SS, l[5], cmsgpack.pack(s))
+      end
+    end
+  end
+end
+
+-- release_expired releases every lease whose expiry is at or before now.
+local function release_expired(now)
+  local ids = redis.call('ZRANGEBYSCORE', K_LX, '-inf', now)
+  for _, id in ipairs(ids) do
+    local lp = redis.call('HGET', K_LS, id)
+    if lp then
+      local l = cmsgpack.unpack(lp)
+      end_lease(id, l, l[4])
+    else
+      redis.call('ZREM', K_LX, id)
+    end
+  end
+end
+
+-- Event index entries, parsed: {hdr = parent..flag | nil, recs = {{slot, tiers, children}...}, dirty}.
+local function eparse(s)
+  local recs = {}
+  if not s then return nil, recs end
+  local n = (#s - 9) / 9
+  local off = 10
+  for i = 1, n do
+    local slot, t, c = struct.unpack('>I4Bi4', s, off)
+    recs[i] = {slot, t, c}
+    off = off + 9
+  end
+  return string.sub(s, 1, 9), recs
+end
+
+local EC = {}
+local function eget(seq)
+  local e = EC[seq]
+  if not e then
+    local hdr, recs = eparse(redis.call('HGET', ebucket(seq), seq) or nil)
+    e = {hdr = hdr, recs = recs, dirty = false}
+    EC[seq] = e
+  end
+  return e
+end
+local function rfind(e, slot)
+  for i, r in ipairs(e.recs) do if r[1] == slot then return r, i end end
+  return nil
+end
+local function rdel(e, slot)
+  local _, i = rfind(e, slot)
+  if i then table.remove(e.recs, i); e.dirty = true end
+end
+local function eflush()
+  for seq, e in pairs(EC) do
+    if e.dirty then
+      if #e.recs == 0 then
+        redis.call('HDEL', ebucket(seq), seq)
+      else
+        local parts = {e.hdr}
+        for i, r in ipairs(e.recs) do parts[i + 1] = struct.pack('>I4Bi4', r[1], r[2], r[3]) end
+        redis.call('HSET', ebucket(seq), seq, table.concat(parts))
+      end
+    end
+  end
+  EC = {}
+end
+
+-- Counter deltas (held, orphans, non-device) per slot, flushed at the end.
+local CNT = {h = {}, o = {}, n = {}}
+local function cnt_add(kind, slot, d)
+  if d ~= 0 then CNT[kind][slot] = (CNT[kind][slot] or 0) + d end
+end
+local function cnt_flush()
+  for slot, d in pairs(CNT.h) do if d ~= 0 then redis.call('HINCRBY', K_SC, 'h' .. slot, d) end end
+  for kind, key in pairs({o = K_ORPH, n = K_ND}) do
+    for slot, d in pairs(CNT[kind]) do
+      if d ~= 0 and redis.call('HINCRBY', key, slot, d) == 0 then redis.call('HDEL', key, slot) end
+    end
+  end
+  CNT = {h = {}, o = {}, n = {}}
+end
+
+-- reclaim: bounded deferred deletion of dead slots' entries, then expired soft entries.
+local function reclaim(now, buckets, softn)
+  local done = 0
+  while done < buckets do
+    local slot = redis.call('LINDEX', K_DEAD, 0)
+    if not slot then break end
+    local cur = tonumber(redis.call('HGET', K_SC, 'rc') or '0')
+    local key = K_G .. slot .. ':' .. cur
+    local kv = redis.call('HGETALL', key)
+    local islot = tonumber(slot)
+    for i = 2, #kv, 2 do
+      local e = eget(kv[i])
+      local r = rfind(e, islot)
+      if r then
+        rdel(e, islot)
+        if e.hdr and string.byte(e.hdr, 9) == 1 then
+          local pe = eget(string.sub(e.hdr, 1, 8))
+          local pr = rfind(pe, islot)
+          if pr and pr[2] == 0 then rdel(pe, islot) end
+        end
+      end
+    end
+    redis.call('DEL', key)
+    cur = cur + 1
+    if cur >= NB_G then
+      redis.call('LPOP', K_DEAD)
+      redis.call('HDEL', K_SC, 'rc', 'h' .. slot)
+      redis.call('HDEL', K_ORPH, slot)
+      redis.call('HDEL', K_ND, slot)
+    else
+      redis.call('HSET', K_SC, 'rc', cur)
+    end
+    done = done + 1
+  end
+  eflush()
+  if softn > 0 then
+    local due = redis.call('ZRANGEBYSCORE', K_SX, '-inf', now, 'LIMIT', 0, softn)
+    for _, m in ipairs(due) do
+      local seq, slot = string.sub(m, 1, 8), struct.unpack('>I4', m, 9)
+      local b = sbucket(seq)
+      local s = redis.call('HGET', b, seq)
+      if s then
+        local parts = {}
+        for off = 1, #s, 12 do
+          local sl, exp = struct.unpack('>I4d', s, off)
+          if sl ~= slot then parts[#parts + 1] = string.sub(s, off, off + 11) end
+        end
+        if #parts == 0 then redis.call('HDEL', b, seq) else redis.call('HSET', b, seq, table.concat(parts)) end
+      end
+      redis.call('ZREM', K_SX, m)
+    end
+  end
+end
+
+-- new_slot allocates a fresh index slot id.
+local function new_slot() return redis.call('HINCRBY', K_SC, 'slot', 1) end

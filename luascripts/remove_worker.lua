@@ -1,0 +1,24 @@
+-- remove_worker.lua — deregister a worker: it stops counting at once (its slots leave the roster); its
+-- index entries are reclaimed incrementally by later calls.
+--
+-- KEYS: the pool's key list (see lib.lua).
+-- ARGV: [1] now, ms  [2] worker id.
+-- Reply: {'ok'} | {'unknown_pool'} | {'unknown_worker'}.
+-- Complexity: O(W) + bounded reclamation.
+local now, wid = tonumber(ARGV[1]), ARGV[2]
+if redis.call('EXISTS', K_CFG) == 0 then return {'unknown_pool'} end
+local wp = redis.call('HGET', K_WK, wid)
+if not wp then return {'unknown_worker'} end
+local w = cmsgpack.unpack(wp)
+for r = 1, w[2] do
+  local rid = w[6][r]
+  redis.call('RPUSH', K_DEAD, w[7][r])
+  redis.call('HDEL', K_LD, 'p' .. rid, 'd' .. rid, 'r' .. rid)
+  redis.call('HDEL', K_FENCE, 'e' .. rid, 'i' .. rid, 'g' .. rid)
+end
+redis.call('HDEL', K_WK, wid)
+redis.call('HDEL', K_SEEN, wid)
+redis.call('ZREM', K_WZ, wid)
+roster_rebuild(nil)
+reclaim(now, 64, 1024)
+return {'ok'}

@@ -1,0 +1,382 @@
+-- route.lua — one routing decision, atomically: release expired leases, filter, overlap (jump search over
+-- the event and soft layers), cost, pick, and book (load, lease, session, approximate/predicted entries).
+-- The arithmetic mirrors statestore/selection.go operation by operation (same IEEE double results).
+--
+-- KEYS: the pool's key list (see lib.lua).
+-- ARGV: [1] mode: 'route' | 'explain' (books nothing) | 'query' (overlap scores only, changes nothing)
+--       [2] now, ms  [3] request id  [4] sequence hashes, 8 bytes each, concatenated (D blocks)
+--       [5] isl, tokens  [6] session id ('' none)  [7] pinned worker ('' none)  [8] random r in [0,1)
+--       [9..17] overrides, '' = pool value: overlap_score_credit, host_cache_hit_weight,
+--               disk_cache_hit_weight, prefill_load_scale, overlap_score_credit_decay,
+--               decode_active_request_weight, temperature, busy_prefill_fraction, busy_decode_fraction
+--       [18] allowed worker count A, [19..18+A] allowed worker ids.
+-- Reply (fractions as %.17g strings, never Lua numbers):
+--   {'unknown_pool'} | {'invalid'} (isl/blocks outside the pool's limits) | {'conflict'} (lease exists)
+--   | {'noelig', reason, count, ...}
+--   | {'ok', worker_id, dp_rank, url, overlap_blocks, required_blocks, cost, session_hit 0|1}
+--   | {'explain', required_blocks, chosen (0-based, -1 none), session_hit, {reason, count, ...},
+--        {{wid, rank, dev, host, disk, event, soft, depth, credit, prefill, decode, requests, cost, reason, url}...}}
+--   | {'scores', {wid, rank, blocks}...}
+-- Complexity: O(D/32 + W·log 32) bucket HGETs on prefix-closed data (+ O(D) per rank with orphans or
+-- non-device tiers), O(W) candidate work, O(expired leases) releases, bounded reclamation.
+local mode, now, reqid, seqs = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
+local isl, session, pinned, rnd = tonumber(ARGV[5]), ARGV[6], ARGV[7], tonumber(ARGV[8])
+local cfg = cfg_get()
+if not cfg then return {'unknown_pool'} end
+local D = #seqs / 8
+if mode ~= 'query' then
+  if isl < 0 or isl > cfg.mpt or D > math.floor(isl / cfg.bs) then return {'invalid'} end
+  release_expired(now)
+  reclaim(now, 1, 32)
+  if mode == 'route' and redis.call('HEXISTS', K_LS, reqid) == 1 then return {'conflict'} end
+end
+
+local roster = roster_get()
+local live = {}       -- slot -> roster index
+for i, c in ipairs(roster) do live[c[4]] = i end
+local orph = {}
+do
+  local kv = redis.call('HGETALL', K_ORPH)
+  for i = 1, #kv, 2 do if tonumber(kv[i + 1]) > 0 then orph[tonumber(kv[i])] = true end end
+end
+local SEQ = {}
+for i = 0, D - 1 do SEQ[i] = string.sub(seqs, i * 8 + 1, i * 8 + 8) end
+
+-- Event layer: EH[i] = {slot -> tiers} of held records at query position i (all slots).
+local EH = {}
+local function eh(i)
+  local h = EH[i]
+  if h then return h end
+  h = {}
+  local s = redis.call('HGET', ebucket(SEQ[i]), SEQ[i])
+  if s then
+    for off = 10, #s, 9 do
+      local slot, t = struct.unpack('>I4B', s, off)
+      if t ~= 0 then h[slot] = t end
+    end
+  end
+  EH[i] = h
+  return h
+end
+-- Soft layer: SH[i] = {slot -> expiry}.
+local SH = {}
+local function sh(i)
+  local h = SH[i]
+  if h then return h end
+  h = {}
+  local s = redis.call('HGET', sbucket(SEQ[i]), SEQ[i])
+  if s then
+    for off = 1, #s, 12 do
+      local slot, exp = struct.unpack('>I4d', s, off)
+      h[slot] = exp
+    end
+  end
+  SH[i] = h
+  return h
+end
+
+-- jump_depths: the same search as memory_overlap.go jumpDepths (stride 32, same binary search).
+local function jump_depths(at0, contains, d, depth)
+  if d == 0 or #at0 == 0 then return end
+  local active = at0
+  local lo = 0
+  while #active > 0 and lo < d - 1 do
+    local hi = lo + 32
+    if hi > d - 1 then hi = d - 1 end
+    local keep = {}
+    for _, s in ipairs(active) do
+      if contains(hi, s) then
+        keep[#keep + 1] = s
+      else
+        local l, r = lo, hi
+        while r - l > 1 do
+          local m = math.floor((l + r) / 2)
+          if contains(m, s) then l = m else r = m end
+        end
+        depth[s] = l + 1
+      end
+    end
+    active = keep
+    lo = hi
+  end
+  for _, s in ipairs(active) do depth[s] = lo + 1 end
+end
+
+local ev = {}
+if D > 0 then
+  local at0 = {}
+  for s in pairs(eh(0)) do
+    if live[s] and not orph[s] then at0[#at0 + 1] = s end
+  end
+  jump_depths(at0, function(i, s) return eh(i)[s] ~= nil end, D, ev)
+  for s in pairs(orph) do
+    if live[s] then
+      local d = 0
+      while d < D and eh(d)[s] do d = d + 1 end
+      if d > 0 then ev[s] = d end
+    end
+  end
+end
+-- Tier split (memory: tierSplit) for ranks holding non-device blocks.
+local OV = {}   -- slot -> {dev, host, disk, event, soft}
+local ndc = nil
+for s, d in pairs(ev) do
+  if not ndc then
+    ndc = {}
+    local kv = redis.call('HGETALL', K_ND)
+    for i = 1, #kv, 2 do ndc[tonumber(kv[i])] = tonumber(kv[i + 1]) end
+  end
+  local dev, host, disk = d, 0, 0
+  if ndc[s] then
+    dev = 0
+    for i = 0, d - 1 do
+      local t = eh(i)[s]
+      if bit.band(t, 1) ~= 0 then dev = dev + 1 elseif bit.band(t, 2) ~= 0 then host = host + 1 else disk = disk + 1 end
+    end
+  end
+  OV[s] = {dev, host, disk, d, 0}
+end
+if D > 0 and redis.call('ZCARD', K_SX) > 0 then
+  local soft = {}
+  local at0 = {}
+  for s, exp in pairs(sh(0)) do
+    if exp > now and live[s] then at0[#at0 + 1] = s end
+  end
+  jump_depths(at0, function(i, s) local e = sh(i)[s]; return e ~= nil and e > now end, D, soft)
+  for s, d in pairs(soft) do
+    local o = OV[s]
+    if not o then o = {0, 0, 0, 0, 0}; OV[s] = o end
+    o[5] = d
+  end
+end
+-- effective: soft blocks beyond the event depth count as device blocks.
+local function effective(o)
+  if not o then return 0, 0, 0, 0 end
+  local dev, depth = o[1], o[4]
+  if o[5] > o[4] then dev = dev + o[5] - o[4]; depth = o[5] end
+  return dev, o[2], o[3], depth
+end
+
+if mode == 'query' then
+  local out = {'scores'}
+  for _, c in ipairs(roster) do
+    local _, _, _, d = effective(OV[c[4]])
+    if d > 0 then out[#out + 1] = {c[1], c[2], d} end
+  end
+  return out
+end
+
+-- Knobs with the request's overrides.
+local function ov(i, v) if ARGV[i] ~= '' then return tonumber(ARGV[i]) end return v end
+local osc, hw, dw, pls = ov(9, cfg.osc), ov(10, cfg.hw), ov(11, cfg.dw), ov(12, cfg.pls)
+local decay_d, rw, temp, bpf, bdf = ov(13, cfg.decay), ov(14, cfg.rw), ov(15, cfg.temp), ov(16, cfg.bpf), ov(17, cfg.bdf)
+local bs = cfg.bs
+local required = math.floor((isl + bs - 1) / bs)
+local allowed = nil
+local na = tonumber(ARGV[18])
+if na > 0 then
+  allowed = {}
+  for i = 1, na do allowed[ARGV[18 + i]] = true end
+end
+local seen = nil
+if cfg.wttl > 0 then
+  seen = {}
+  local kv = redis.call('HGETALL', K_SEEN)
+  for i = 1, #kv, 2 do seen[kv[i]] = tonumber(kv[i + 1]) end
+end
+local function is_live(wid) return cfg.wttl == 0 or now < (seen[wid] or 0) + cfg.wttl end
+local ld = {}
+do
+  local kv = redis.call('HGETALL', K_LD)
+  for i = 1, #kv, 2 do ld[kv[i]] = tonumber(kv[i + 1]) end
+end
+
+local cands = {}
+local reasons, rorder = {}, {}
+local minPrefill, anyEligible = 0, false
+for i, c in ipairs(roster) do
+  local wid, rid = c[1], c[3]
+  local p, d, r = ld['p' .. rid] or 0, ld['d' .. rid] or 0, ld['r' .. rid] or 0
+  local reason = ''
+  if not is_live(wid) then reason = 'not_live'
+  elseif allowed and not allowed[wid] then reason = 'not_allowed'
+  elseif pinned ~= '' and wid ~= pinned then reason = 'not_pinned'
+  elseif bpf > 0 and c[6] > 0 and p > bpf * c[6] then reason = 'busy_prefill'
+  elseif bdf > 0 and c[7] > 0 and d > bdf * c[7] then reason = 'busy_decode'
+  end
+  if reason ~= '' then
+    if not reasons[reason] then reasons[reason] = 0; rorder[#rorder + 1] = reason end
+    reasons[reason] = reasons[reason] + 1
+  elseif not anyEligible or p < minPrefill then
+    minPrefill, anyEligible = p, true
+  end
+  cands[i] = {c = c, p = p, d = d, r = r, reason = reason, o = OV[c[4]]}
+end
+-- Cost (selection.go Cost), same operation order.
+local costs, idx = {}, {}
+for i, k in ipairs(cands) do
+  local dev, host, disk = effective(k.o)
+  local decay = 1.0
+  if decay_d > 0 and required > 0 then
+    decay = 1 / (1 + decay_d * ((k.p - minPrefill) / bs) / required)
+  end
+  local credit = osc * decay * dev + hw * host + dw * disk
+  local raw = (k.p + isl) / bs
+  local prefill = raw - credit
+  if prefill < 0 then prefill = 0 end
+  k.cost = pls * prefill + (k.d + required) + rw * k.r
+  k.credit = credit
+  if k.reason == '' then costs[#costs + 1] = k.cost; idx[#idx + 1] = i end
+end
+-- Session affinity.
+local chosen, shit = -1, false
+local sdel = false
+if cfg.sttl > 0 and session ~= '' then
+  local sp = redis.call('HGET', K_SS, session)
+  if sp then
+    local s = cmsgpack.unpack(sp)
+    local ri = nil
+    for i, c in ipairs(roster) do if c[3] == s[1] then ri = i end end
+    if not ri or not is_live(roster[ri][1]) or (s[4] == 0 and now >= s[5] + cfg.sttl) then
+      sdel = true
+    elseif cands[ri].reason == '' then
+      chosen, shit = ri, true
+    end
+  end
+end
+-- Pick (selection.go Pick).
+local function fexp(x)
+  -- selection.go Exp: Go's portable exp, operation by operation.
+  if x ~= x or x == math.huge then return x end
+  if x == -math.huge then return 0 end
+  if x > 7.09782712893383973096e+02 then return math.huge end
+  if x < -7.45133219101941108420e+02 then return 0 end
+  local nz = 1.0 / 268435456
+  if -nz < x and x < nz then return 1 + x end
+  local k = 0
+  if x < 0 then k = math.ceil(1.44269504088896338700e+00 * x - 0.5)
+  elseif x > 0 then k = math.floor(1.44269504088896338700e+00 * x + 0.5) end
+  local hi = x - k * 6.93147180369123816490e-01
+  local lo = k * 1.90821492927058770002e-10
+  local r = hi - lo
+  local t = r * r
+  local poly = -1.65339022054652515390e-06 + t * 4.13813679705723846039e-08
+  poly = 6.61375632143793436117e-05 + t * poly
+  poly = -2.77777777770155933842e-03 + t * poly
+  poly = 1.66666666666666657415e-01 + t * poly
+  local c = r - t * poly
+  local y = 1 - ((lo - (r * c) / (2 - c)) - hi)
+  return math.ldexp(y, k)
+end
+local function pick(cs, T, r)
+  local n = #cs
+  if n == 0 then return -1 end
+  local cmin, cmax = cs[1], cs[1]
+  for i = 2, n do
+    if cs[i] < cmin then cmin = cs[i] end
+    if cs[i] > cmax then cmax = cs[i] end
+  end
+  if T <= 0 then
+    local k = 0
+    for i = 1, n do if cs[i] == cmin then k = k + 1 end end
+    local want = math.floor(r * k)
+    if want >= k then want = k - 1 end
+    for i = 1, n do
+      if cs[i] == cmin then
+        if want == 0 then return i end
+        want = want - 1
+      end
+    end
+    return n
+  end
+  if cmax == cmin then
+    local i = math.floor(r * n)
+    if i >= n then i = n - 1 end
+    return i + 1
+  end
+  local span = (cmax - cmin) * T
+  local total = 0.0
+  local w = {}
+  for i = 1, n do
+    w[i] = fexp(-(cs[i] - cmin) / span)
+    total = total + w[i]
+  end
+  local cum = 0.0
+  for i = 1, n do
+    cum = cum + w[i] / total
+    if cum > r then return i end
+  end
+  return n
+end
+if chosen < 0 and #costs > 0 then chosen = idx[pick(costs, temp, rnd)] end
+if sdel then redis.call('HDEL', K_SS, session) end
+
+local function f17(x) return string.format('%.17g', x) end
+if mode == 'explain' then
+  local rs = {}
+  for _, k in ipairs(rorder) do rs[#rs + 1] = k; rs[#rs + 1] = reasons[k] end
+  local cl = {}
+  for i, k in ipairs(cands) do
+    local dev, host, disk, depth = effective(k.o)
+    local o = k.o or {0, 0, 0, 0, 0}
+    cl[i] = {k.c[1], k.c[2], dev, host, disk, o[4], o[5], depth, f17(k.credit), k.p, k.d, k.r, f17(k.cost), k.reason, k.c[5]}
+  end
+  return {'explain', required, chosen - 1 >= 0 and chosen - 1 or -1, shit and 1 or 0, rs, cl}
+end
+if chosen < 0 then
+  local out = {'noelig'}
+  for _, k in ipairs(rorder) do out[#out + 1] = k; out[#out + 1] = reasons[k] end
+  return out
+end
+
+-- Book.
+local k = cands[chosen]
+local c = k.c
+local rid, slot = c[3], c[4]
+local dev, _, _, depth = effective(k.o)
+local booked = isl - dev * bs
+if booked < 0 then booked = 0 end
+redis.call('HINCRBY', K_LD, 'p' .. rid, booked)
+redis.call('HINCRBY', K_LD, 'd' .. rid, required)
+redis.call('HINCRBY', K_LD, 'r' .. rid, 1)
+local expiry = now + cfg.lttl
+local lsess, lgen = '', 0
+if cfg.sttl > 0 and session ~= '' then
+  local s
+  if not shit then
+    local g = redis.call('HINCRBY', K_SC, 'sgen', 1)
+    s = {rid, c[1], g, 0, 0}
+  else
+    s = cmsgpack.unpack(redis.call('HGET', K_SS, session))
+  end
+  s[4] = s[4] + 1
+  redis.call('HSET', K_SS, session, cmsgpack.pack(s))
+  lsess, lgen = session, s[3]
+end
+redis.call('HSET', K_LS, reqid, cmsgpack.pack({rid, booked, required, expiry, lsess, lgen}))
+redis.call('ZADD', K_LX, expiry, reqid)
+local ttl = cfg.pttl
+local kve = c[8]
+if kve < 0 then kve = cfg.kve end
+if kve == 0 then ttl = cfg.attl end
+if ttl > 0 and D > 0 then
+  local sexp = now + ttl
+  local key4 = struct.pack('>I4', slot)
+  local rec = key4 .. struct.pack('>d', sexp)
+  for i = 0, D - 1 do
+    local seq = SEQ[i]
+    local b = sbucket(seq)
+    local s = redis.call('HGET', b, seq)
+    local parts, found = {}, false
+    if s then
+      for off = 1, #s, 12 do
+        if string.sub(s, off, off + 3) == key4 then parts[#parts + 1] = rec; found = true
+        else parts[#parts + 1] = string.sub(s, off, off + 11) end
+      end
+    end
+    if not found then parts[#parts + 1] = rec end
+    redis.call('HSET', b, seq, table.concat(parts))
+    redis.call('ZADD', K_SX, sexp, seq .. key4)
+  end
+end
+return {'ok', c[1], c[2], c[5], depth, required, f17(k.cost), shit and 1 or 0}

@@ -1,0 +1,24 @@
+-- workers.lua — list a pool's workers with loads per rank (expired leases are released first).
+--
+-- KEYS: the pool's key list (see lib.lua).
+-- ARGV: [1] now, ms.
+-- Reply: {'unknown_pool'} | {'ok', {wid, url, dp, tkv, mnbt, kve, last_seen,
+--          {{prefill, decode, requests, held, last_event_id ('' none), epoch, degraded 0|1}...}}...}.
+-- Complexity: O(W · dp).
+local now = tonumber(ARGV[1])
+if redis.call('EXISTS', K_CFG) == 0 then return {'unknown_pool'} end
+release_expired(now)
+local out = {'ok'}
+for _, id in ipairs(redis.call('ZRANGE', K_WZ, 0, -1)) do
+  local w = cmsgpack.unpack(redis.call('HGET', K_WK, id))
+  local ranks = {}
+  for r = 1, w[2] do
+    local rid, slot = w[6][r], w[7][r]
+    local l = redis.call('HMGET', K_LD, 'p' .. rid, 'd' .. rid, 'r' .. rid)
+    local f = redis.call('HMGET', K_FENCE, 'e' .. rid, 'i' .. rid, 'g' .. rid)
+    ranks[r] = {tonumber(l[1]), tonumber(l[2]), tonumber(l[3]), tonumber(redis.call('HGET', K_SC, 'h' .. slot) or '0'),
+      f[2] or '', f[1] or '', f[3] == '1' and 1 or 0}
+  end
+  out[#out + 1] = {id, w[1], w[2], w[3], w[4], w[5], tonumber(redis.call('HGET', K_SEEN, id) or '0'), ranks}
+end
+return out

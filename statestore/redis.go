@@ -1,0 +1,309 @@
+package statestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+
+	"github.com/redis/rueidis"
+
+	"github.com/kvrouter/kvrouter/luascripts"
+)
+
+// Redis is the shared Store: all state in Redis (standalone or cluster), every operation one Lua script
+// call on one pool's hash-tagged keys (SPEC §8). It makes the same decisions as Memory for the same
+// inputs: route.lua mirrors selection.go operation by operation, and the jump search of
+// memory_overlap.go.
+//
+// Scripts run with EVALSHA through rueidis.NewLuaScript: the client falls back to EVAL (which also
+// caches the script) on NOSCRIPT, so a restarted or failed-over Redis recovers by itself on the next
+// call. Scripts that book are never sent as retryable commands (a retry after a lost reply could book
+// twice). FUNCTION/FCALL would survive restarts and reach replicas, but needs a separate load step and
+// version management; EVALSHA needs neither and costs the same per call.
+type Redis struct {
+	c       rueidis.Client
+	name    string
+	prefix  string
+	scripts map[string]*rueidis.Lua
+}
+
+// RedisOptions configure NewRedis.
+type RedisOptions struct {
+	// Name identifies the store in errors ("redis://host:port"). Default "redis".
+	Name string
+	// Prefix is prepended to every key (a namespace; must not contain '{' or '}'). Default "kvr:".
+	Prefix string
+}
+
+var _ Store = (*Redis)(nil)
+
+// MaxBlocksPerCall bounds the blocks of one apply_events call: a batch is split at event boundaries.
+const MaxBlocksPerCall = 2048
+
+// NewRedis returns a Redis store over a client the caller created (it never dials by itself).
+func NewRedis(c rueidis.Client, opts RedisOptions) (*Redis, error) {
+	if opts.Name == "" {
+		opts.Name = "redis"
+	}
+	if opts.Prefix == "" {
+		opts.Prefix = "kvr:"
+	}
+	if !validPrefix(opts.Prefix) {
+		return nil, fmt.Errorf("%w: redis key prefix %q must not contain '{' or '}'", ErrInvalid, opts.Prefix)
+	}
+	r := &Redis{c: c, name: opts.Name, prefix: opts.Prefix, scripts: map[string]*rueidis.Lua{}}
+	for _, n := range luascripts.Names {
+		src, err := luascripts.Source(n)
+		if err != nil {
+			return nil, err
+		}
+		if n == "resolve_parents" {
+			r.scripts[n] = rueidis.NewLuaScriptReadOnly(src)
+		} else {
+			r.scripts[n] = rueidis.NewLuaScript(src)
+		}
+	}
+	return r, nil
+}
+
+// Name implements Store.
+func (r *Redis) Name() string { return r.name }
+
+// Client returns the underlying client (benchmarks read INFO through it).
+func (r *Redis) Client() rueidis.Client { return r.c }
+
+// Close implements Store.
+func (r *Redis) Close() error { r.c.Close(); return nil }
+
+// Ping implements Store.
+func (r *Redis) Ping(ctx context.Context) error {
+	if err := r.c.Do(ctx, r.c.B().Ping().Build()).Error(); err != nil {
+		return r.wrap("ping", err)
+	}
+	return nil
+}
+
+// wrap maps a client error: Redis replies (a script error) are internal errors; anything else
+// (connection refused, timeout, closed client) means the store is unavailable.
+func (r *Redis) wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var re *rueidis.RedisError
+	if errors.As(err, &re) {
+		return fmt.Errorf("statestore: redis %s: %w", op, err)
+	}
+	if errors.Is(err, context.Canceled) {
+		return fmt.Errorf("statestore: redis %s: %w", op, err)
+	}
+	return fmt.Errorf("%w: %s: %s: %v", ErrUnavailable, r.name, op, err)
+}
+
+func (r *Redis) exec(ctx context.Context, script, pool string, args []string) ([]rueidis.RedisMessage, error) {
+	res := r.scripts[script].Exec(ctx, r.c, PoolKeys(r.prefix, pool), args)
+	arr, err := res.ToArray()
+	if err != nil {
+		return nil, r.wrap(script, err)
+	}
+	if len(arr) == 0 {
+		return nil, fmt.Errorf("statestore: redis %s: empty reply", script)
+	}
+	return arr, nil
+}
+
+func msgStr(m rueidis.RedisMessage) string { s, _ := m.ToString(); return s }
+func msgInt(m rueidis.RedisMessage) int64 {
+	if v, err := m.AsInt64(); err == nil {
+		return v
+	}
+	return 0
+}
+func msgFloat(m rueidis.RedisMessage) float64 {
+	s, _ := m.ToString()
+	f, _ := strconv.ParseFloat(s, 64)
+	return f
+}
+
+func fstr(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+func istr(v int64) string   { return strconv.FormatInt(v, 10) }
+
+func unknownPool(pool string) error { return fmt.Errorf("%w: %q", ErrUnknownPool, pool) }
+
+// PutPool implements Store.
+func (r *Redis) PutPool(ctx context.Context, pool string, cfg PoolConfig) error {
+	if err := CheckID("pool", pool); err != nil {
+		return err
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	kve := "0"
+	if cfg.KVEvents {
+		kve = "1"
+	}
+	args := []string{
+		"bs", strconv.Itoa(cfg.BlockSize), "osc", fstr(cfg.OverlapScoreCredit), "hw", fstr(cfg.HostCacheHitWeight),
+		"dw", fstr(cfg.DiskCacheHitWeight), "pls", fstr(cfg.PrefillLoadScale), "decay", fstr(cfg.OverlapScoreCreditDecay),
+		"rw", fstr(cfg.DecodeActiveRequestWeight), "temp", fstr(cfg.Temperature), "bpf", fstr(cfg.BusyPrefillFraction),
+		"bdf", fstr(cfg.BusyDecodeFraction), "kve", kve, "attl", istr(cfg.ApproxTTLMs), "pttl", istr(cfg.PredictedTTLMs),
+		"sttl", istr(cfg.SessionAffinityTTLMs), "lttl", istr(cfg.LeaseTTLMs), "wttl", istr(cfg.WorkerTTLMs),
+		"mpt", istr(cfg.MaxPromptTokens),
+	}
+	arr, err := r.exec(ctx, "put_pool", pool, args)
+	if err != nil {
+		return err
+	}
+	if msgStr(arr[0]) == "conflict" {
+		return fmt.Errorf("%w: pool %q has workers; block_size %d cannot change to %d", ErrConflict, pool, msgInt(arr[1]), cfg.BlockSize)
+	}
+	if err := r.c.Do(ctx, r.c.B().Sadd().Key(PoolsKey(r.prefix)).Member(pool).Build()).Error(); err != nil {
+		return r.wrap("put_pool", err)
+	}
+	return nil
+}
+
+// GetPool implements Store.
+func (r *Redis) GetPool(ctx context.Context, pool string) (PoolConfig, error) {
+	m, err := r.c.Do(ctx, r.c.B().Hgetall().Key(PoolKeys(r.prefix, pool)[0]).Build()).AsStrMap()
+	if err != nil {
+		return PoolConfig{}, r.wrap("get_pool", err)
+	}
+	if len(m) == 0 {
+		return PoolConfig{}, unknownPool(pool)
+	}
+	f := func(k string) float64 { v, _ := strconv.ParseFloat(m[k], 64); return v }
+	i := func(k string) int64 { v, _ := strconv.ParseInt(m[k], 10, 64); return v }
+	return PoolConfig{
+		BlockSize: int(i("bs")), OverlapScoreCredit: f("osc"), HostCacheHitWeight: f("hw"), DiskCacheHitWeight: f("dw"),
+		PrefillLoadScale: f("pls"), OverlapScoreCreditDecay: f("decay"), DecodeActiveRequestWeight: f("rw"),
+		Temperature: f("temp"), BusyPrefillFraction: f("bpf"), BusyDecodeFraction: f("bdf"), KVEvents: m["kve"] == "1",
+		ApproxTTLMs: i("attl"), PredictedTTLMs: i("pttl"), SessionAffinityTTLMs: i("sttl"), LeaseTTLMs: i("lttl"),
+		WorkerTTLMs: i("wttl"), MaxPromptTokens: i("mpt"),
+	}, nil
+}
+
+func (r *Redis) poolNames(ctx context.Context) ([]string, error) {
+	names, err := r.c.Do(ctx, r.c.B().Smembers().Key(PoolsKey(r.prefix)).Build()).AsStrSlice()
+	if err != nil {
+		return nil, r.wrap("pools", err)
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// Pools implements Store.
+func (r *Redis) Pools(ctx context.Context) ([]PoolInfo, error) {
+	names, err := r.poolNames(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]PoolInfo, 0, len(names))
+	for _, n := range names {
+		cfg, err := r.GetPool(ctx, n)
+		if errors.Is(err, ErrUnknownPool) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		cnt, err := r.c.Do(ctx, r.c.B().Hlen().Key(PoolKeys(r.prefix, n)[2]).Build()).AsInt64()
+		if err != nil {
+			return nil, r.wrap("pools", err)
+		}
+		out = append(out, PoolInfo{Name: n, Config: cfg, Workers: int(cnt)})
+	}
+	return out, nil
+}
+
+// PutWorker implements Store.
+func (r *Redis) PutWorker(ctx context.Context, pool string, spec WorkerSpec, now int64) error {
+	if err := spec.Validate(); err != nil {
+		return err
+	}
+	kve := "-1"
+	if spec.KVEvents != nil {
+		kve = "0"
+		if *spec.KVEvents {
+			kve = "1"
+		}
+	}
+	arr, err := r.exec(ctx, "put_worker", pool, []string{istr(now), spec.WorkerID, spec.URL, strconv.Itoa(spec.dpSize()),
+		istr(spec.TotalKVBlocks), istr(spec.MaxNumBatchedTokens), kve, strconv.Itoa(MaxWorkersPerPool)})
+	if err != nil {
+		return err
+	}
+	switch msgStr(arr[0]) {
+	case "unknown_pool":
+		return unknownPool(pool)
+	case "too_many":
+		return fmt.Errorf("%w: pool %q already has %d workers", ErrInvalid, pool, MaxWorkersPerPool)
+	}
+	return nil
+}
+
+// RemoveWorker implements Store.
+func (r *Redis) RemoveWorker(ctx context.Context, pool, workerID string, now int64) error {
+	arr, err := r.exec(ctx, "remove_worker", pool, []string{istr(now), workerID})
+	if err != nil {
+		return err
+	}
+	switch msgStr(arr[0]) {
+	case "unknown_pool":
+		return unknownPool(pool)
+	case "unknown_worker":
+		return fmt.Errorf("%w: %q in pool %q", ErrUnknownWorker, workerID, pool)
+	}
+	return nil
+}
+
+// Workers implements Store.
+func (r *Redis) Workers(ctx context.Context, pool string, now int64) ([]WorkerInfo, error) {
+	arr, err := r.exec(ctx, "workers", pool, []string{istr(now)})
+	if err != nil {
+		return nil, err
+	}
+	if msgStr(arr[0]) == "unknown_pool" {
+		return nil, unknownPool(pool)
+	}
+	out := make([]WorkerInfo, 0, len(arr)-1)
+	for _, m := range arr[1:] {
+		w, _ := m.ToArray()
+		info := WorkerInfo{}
+		info.WorkerID, info.URL = msgStr(w[0]), msgStr(w[1])
+		info.DPSize, info.TotalKVBlocks, info.MaxNumBatchedTokens = int(msgInt(w[2])), msgInt(w[3]), msgInt(w[4])
+		switch msgInt(w[5]) {
+		case 0:
+			f := false
+			info.KVEvents = &f
+		case 1:
+			t := true
+			info.KVEvents = &t
+		}
+		info.LastSeenMs = msgInt(w[6])
+		ranks, _ := w[7].ToArray()
+		for i, rm := range ranks {
+			v, _ := rm.ToArray()
+			last, _ := strconv.ParseUint(msgStr(v[4]), 10, 64)
+			info.Ranks = append(info.Ranks, RankInfo{DPRank: i, ActivePrefillTokens: msgInt(v[0]), ActiveDecodeBlocks: msgInt(v[1]),
+				ActiveRequests: msgInt(v[2]), CachedBlocks: msgInt(v[3]), LastEventID: last, Epoch: msgStr(v[5]), Degraded: msgInt(v[6]) == 1})
+		}
+		out = append(out, info)
+	}
+	if len(out) > 0 {
+		cfg, err := r.GetPool(ctx, pool)
+		if err != nil {
+			return nil, err
+		}
+		for i := range out {
+			w := &out[i]
+			w.KVEventsEffective = cfg.KVEvents
+			if w.KVEvents != nil {
+				w.KVEventsEffective = *w.KVEvents
+			}
+			w.Live = cfg.WorkerTTLMs == 0 || now < w.LastSeenMs+cfg.WorkerTTLMs
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,176 @@
+package statestore
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"strconv"
+
+	"github.com/kvrouter/kvrouter/blockhash"
+)
+
+// Event application in Redis. Lua cannot compute XXH3, so sequence hashes are computed in Go:
+//
+//  1. predict: walk the chunk, tracking engine hashes stored earlier in the chunk; parents not produced
+//     in the chunk are read in one resolve_parents.lua call (engine hash → sequence hash, per rank);
+//  2. compute every Stored block's sequence hash from its predicted parent (blockhash.Next);
+//  3. apply_events.lua fences and applies the events in order and re-verifies each parent mapping
+//     against the live index; at the first mismatch (a concurrent writer, a restart or removal inside
+//     the chunk that the prediction did not model) it stops before that event and returns its index;
+//     the caller re-reads and resumes there. Events before it are applied exactly once.
+//
+// Batches are split at event boundaries into calls of at most MaxBlocksPerCall blocks.
+
+func eventIDStr(id uint64) string { return fmt.Sprintf("%020d", id) }
+
+func u64s(v uint64) string {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], v)
+	return string(b[:])
+}
+
+type parentRef struct {
+	rank   int
+	engine uint64
+}
+
+// ApplyEvents implements Store.
+func (r *Redis) ApplyEvents(ctx context.Context, b EventBatch) (ApplyResult, error) {
+	var res ApplyResult
+	events := b.Events
+	stuck := 0
+	for len(events) > 0 {
+		n, blocks := 0, 0
+		for n < len(events) && (n == 0 || blocks+len(events[n].Blocks)+len(events[n].Removed) <= MaxBlocksPerCall) {
+			blocks += len(events[n].Blocks) + len(events[n].Removed)
+			n++
+		}
+		chunk := events[:n]
+		args, err := r.applyArgs(ctx, b, chunk)
+		if err != nil {
+			return res, err
+		}
+		arr, err := r.exec(ctx, "apply_events", b.Pool, args)
+		if err != nil {
+			return res, err
+		}
+		if msgStr(arr[0]) == "unknown_pool" {
+			return res, unknownPool(b.Pool)
+		}
+		next := int(msgInt(arr[1]))
+		c := func(i int) int { return int(msgInt(arr[2+i])) }
+		res.Add(ApplyResult{Applied: c(0), Stale: c(1), ParentNotFound: c(2), BlockNotFound: c(3), Gaps: c(4), Restarts: c(5),
+			BlockSizeMismatch: c(6), UnknownWorker: c(7), StoredBlocks: c(8), RemovedBlocks: c(9)})
+		if next == 0 {
+			if stuck++; stuck > 16 {
+				return res, fmt.Errorf("statestore: redis apply_events: parent mapping keeps changing under a concurrent writer of worker %q", b.WorkerID)
+			}
+		} else {
+			stuck = 0
+		}
+		events = events[next:]
+	}
+	return res, nil
+}
+
+func (r *Redis) applyArgs(ctx context.Context, b EventBatch, chunk []Event) ([]string, error) {
+	// Pass 1: which parents are not produced inside the chunk?
+	local := map[parentRef]uint64{} // engine hashes stored earlier in the chunk → predicted seq
+	produced := map[parentRef]bool{}
+	var need []parentRef
+	for i := range chunk {
+		ev := &chunk[i]
+		switch ev.Kind {
+		case EventStored:
+			if ev.HasParent {
+				k := parentRef{ev.DPRank, ev.Parent}
+				if !produced[k] {
+					need = append(need, k)
+				}
+			}
+			for _, blk := range ev.Blocks {
+				produced[parentRef{ev.DPRank, blk.EngineHash}] = true
+			}
+		case EventCleared:
+			// later parents are looked up as if nothing was stored; apply_events verifies.
+		}
+	}
+	remote := map[parentRef]string{}
+	if len(need) > 0 {
+		args := make([]string, 0, 1+2*len(need))
+		args = append(args, b.WorkerID)
+		for _, k := range need {
+			args = append(args, strconv.Itoa(k.rank), u64s(k.engine))
+		}
+		arr, err := r.exec(ctx, "resolve_parents", b.Pool, args)
+		if err != nil {
+			return nil, err
+		}
+		if msgStr(arr[0]) == "unknown_pool" {
+			return nil, unknownPool(b.Pool)
+		}
+		for i, k := range need {
+			if 1+i < len(arr) {
+				remote[k] = msgStr(arr[1+i])
+			}
+		}
+	}
+	// Pass 2: predicted parents and sequence hashes.
+	args := make([]string, 0, 3+10*len(chunk))
+	args = append(args, istr(b.NowMs), b.WorkerID, strconv.Itoa(len(chunk)))
+	for i := range chunk {
+		ev := &chunk[i]
+		id, idm1 := "", ""
+		if ev.HasEventID {
+			id = eventIDStr(ev.EventID)
+			if ev.EventID > 0 {
+				idm1 = eventIDStr(ev.EventID - 1)
+			}
+		}
+		pengine, pexpect := "", ""
+		var blob []byte
+		switch ev.Kind {
+		case EventStored:
+			var parent uint64
+			has := false
+			if ev.HasParent {
+				k := parentRef{ev.DPRank, ev.Parent}
+				pengine = u64s(ev.Parent)
+				if s, ok := local[k]; ok {
+					parent, has = s, true
+				} else if s := remote[k]; len(s) == 8 {
+					parent, has = binary.BigEndian.Uint64([]byte(s)), true
+				}
+				if has {
+					pexpect = u64s(parent)
+				}
+			}
+			blob = make([]byte, 0, 16*len(ev.Blocks))
+			for j, blk := range ev.Blocks {
+				var seq uint64
+				if !ev.HasParent && j == 0 {
+					seq = blk.LocalHash
+				} else if ev.HasParent && !has && j == 0 {
+					seq = 0 // parent unknown: apply_events drops the event (parent_block_not_found)
+				} else {
+					seq = blockhash.Next(parent, blk.LocalHash)
+				}
+				blob = binary.BigEndian.AppendUint64(blob, blk.EngineHash)
+				blob = binary.BigEndian.AppendUint64(blob, seq)
+				local[parentRef{ev.DPRank, blk.EngineHash}] = seq
+				parent = seq
+			}
+		case EventRemoved:
+			blob = make([]byte, 0, 8*len(ev.Removed))
+			for _, h := range ev.Removed {
+				blob = binary.BigEndian.AppendUint64(blob, h)
+				delete(local, parentRef{ev.DPRank, h})
+			}
+		case EventCleared:
+			clear(local)
+		}
+		args = append(args, strconv.Itoa(int(ev.Kind)), strconv.Itoa(ev.DPRank), id, idm1, ev.Epoch,
+			strconv.Itoa(int(ev.Tier)), strconv.Itoa(ev.BlockSize), pengine, pexpect, string(blob))
+	}
+	return args, nil
+}

@@ -1,0 +1,32 @@
+package statestore_test
+
+import (
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/redis/rueidis"
+
+	"github.com/kvrouter/kvrouter/internal/testredis"
+	"github.com/kvrouter/kvrouter/statestore"
+)
+
+var nsCounter atomic.Int64
+
+// newRedisStore returns a Redis store on addrs with a fresh key prefix, closed by t.Cleanup.
+func newRedisStore(t testing.TB, addrs ...string) *statestore.Redis {
+	t.Helper()
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: addrs, DisableCache: true})
+	if err != nil {
+		t.Fatalf("redis client: %v", err)
+	}
+	st, err := statestore.NewRedis(c, statestore.RedisOptions{Name: "redis://" + addrs[0], Prefix: fmt.Sprintf("t%d:", nsCounter.Add(1))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// sharedRedis starts one standalone server for the calling test.
+func sharedRedis(t testing.TB) *testredis.Server { return testredis.Start(t) }

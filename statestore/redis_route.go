@@ -1,0 +1,211 @@
+package statestore
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/rueidis"
+)
+
+func seqBlob(seq []uint64) string {
+	b := make([]byte, 8*len(seq))
+	for i, s := range seq {
+		binary.BigEndian.PutUint64(b[8*i:], s)
+	}
+	return string(b)
+}
+
+func optF(v *float64) string {
+	if v == nil {
+		return ""
+	}
+	return fstr(*v)
+}
+
+func routeArgs(mode string, req *RouteRequest) []string {
+	o := &req.Overrides
+	args := make([]string, 0, 18+len(req.AllowedWorkers))
+	args = append(args, mode, istr(req.NowMs), req.RequestID, seqBlob(req.SeqHashes), istr(req.ISL), req.SessionID,
+		req.PinnedWorker, fstr(req.Random),
+		optF(o.OverlapScoreCredit), optF(o.HostCacheHitWeight), optF(o.DiskCacheHitWeight), optF(o.PrefillLoadScale),
+		optF(o.OverlapScoreCreditDecay), optF(o.DecodeActiveRequestWeight), optF(o.Temperature),
+		optF(o.BusyPrefillFraction), optF(o.BusyDecodeFraction), strconv.Itoa(len(req.AllowedWorkers)))
+	return append(args, req.AllowedWorkers...)
+}
+
+// preValidate runs the checks of validateRoute that need no pool config, with the exact texts the memory
+// store produces. Checks that need the config (isl and block count limits) run inside route.lua; when
+// they fail, or when a later check fails, the pool config is read and validateRoute builds the error.
+func (r *Redis) preValidate(ctx context.Context, req *RouteRequest) error {
+	loose := PoolConfig{BlockSize: 1, MaxPromptTokens: 1<<62 - 1}
+	if err := validateRoute(req, loose); err != nil {
+		return r.exactInvalid(ctx, req)
+	}
+	return nil
+}
+
+// exactInvalid reads the pool config and reports validateRoute's error for it.
+func (r *Redis) exactInvalid(ctx context.Context, req *RouteRequest) error {
+	cfg, err := r.GetPool(ctx, req.Pool)
+	if err != nil {
+		return err
+	}
+	if err := validateRoute(req, cfg); err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: request outside the pool's limits", ErrInvalid)
+}
+
+func noEligible(pool string, arr []rueidis.RedisMessage) *NoEligibleError {
+	e := &NoEligibleError{Pool: pool, Reasons: map[string]int{}}
+	for i := 0; i+1 < len(arr); i += 2 {
+		e.Reasons[msgStr(arr[i])] = int(msgInt(arr[i+1]))
+	}
+	return e
+}
+
+// Route implements Store.
+func (r *Redis) Route(ctx context.Context, req RouteRequest) (Decision, error) {
+	if err := CheckID("pool", req.Pool); err != nil {
+		return Decision{}, unknownPool(req.Pool)
+	}
+	if err := r.preValidate(ctx, &req); err != nil {
+		return Decision{}, err
+	}
+	arr, err := r.exec(ctx, "route", req.Pool, routeArgs("route", &req))
+	if err != nil {
+		return Decision{}, err
+	}
+	switch msgStr(arr[0]) {
+	case "unknown_pool":
+		return Decision{}, unknownPool(req.Pool)
+	case "invalid":
+		return Decision{}, r.exactInvalid(ctx, &req)
+	case "conflict":
+		return Decision{}, fmt.Errorf("%w: request %q already has an active lease", ErrConflict, req.RequestID)
+	case "noelig":
+		return Decision{}, noEligible(req.Pool, arr[1:])
+	case "ok":
+		return Decision{RequestID: req.RequestID, WorkerID: msgStr(arr[1]), DPRank: int(msgInt(arr[2])), URL: msgStr(arr[3]),
+			OverlapBlocks: int(msgInt(arr[4])), RequiredBlocks: msgInt(arr[5]), Cost: msgFloat(arr[6]), SessionHit: msgInt(arr[7]) == 1}, nil
+	}
+	return Decision{}, fmt.Errorf("statestore: redis route: unexpected reply %q", msgStr(arr[0]))
+}
+
+// Explain implements Store.
+func (r *Redis) Explain(ctx context.Context, req RouteRequest) (Explanation, error) {
+	if err := CheckID("pool", req.Pool); err != nil {
+		return Explanation{}, unknownPool(req.Pool)
+	}
+	if err := r.preValidate(ctx, &req); err != nil {
+		return Explanation{}, err
+	}
+	arr, err := r.exec(ctx, "route", req.Pool, routeArgs("explain", &req))
+	if err != nil {
+		return Explanation{}, err
+	}
+	switch msgStr(arr[0]) {
+	case "unknown_pool":
+		return Explanation{}, unknownPool(req.Pool)
+	case "invalid":
+		return Explanation{}, r.exactInvalid(ctx, &req)
+	case "explain":
+	default:
+		return Explanation{}, fmt.Errorf("statestore: redis explain: unexpected reply %q", msgStr(arr[0]))
+	}
+	out := Explanation{RequestID: req.RequestID, RequiredBlocks: msgInt(arr[1])}
+	chosen := int(msgInt(arr[2]))
+	reasons, _ := arr[4].ToArray()
+	cands, _ := arr[5].ToArray()
+	out.Candidates = make([]Candidate, len(cands))
+	var urls []string
+	for i, cm := range cands {
+		v, _ := cm.ToArray()
+		out.Candidates[i] = Candidate{WorkerID: msgStr(v[0]), DPRank: int(msgInt(v[1])), DeviceBlocks: int(msgInt(v[2])),
+			HostBlocks: int(msgInt(v[3])), DiskBlocks: int(msgInt(v[4])), EventBlocks: int(msgInt(v[5])),
+			PredictedBlocks: int(msgInt(v[6])), OverlapBlocks: int(msgInt(v[7])), Credit: msgFloat(v[8]),
+			ActivePrefillTokens: msgInt(v[9]), ActiveDecodeBlocks: msgInt(v[10]), ActiveRequests: msgInt(v[11]),
+			Cost: msgFloat(v[12]), Filtered: msgStr(v[13])}
+		if len(v) > 14 {
+			urls = append(urls, msgStr(v[14]))
+		}
+	}
+	if chosen < 0 {
+		e := noEligible(req.Pool, reasons)
+		out.Error = &ErrorBody{Code: ErrorCode(e), Message: e.Error()}
+	} else {
+		c := out.Candidates[chosen]
+		d := Decision{RequestID: req.RequestID, WorkerID: c.WorkerID, DPRank: c.DPRank, OverlapBlocks: c.OverlapBlocks,
+			RequiredBlocks: out.RequiredBlocks, Cost: c.Cost, SessionHit: msgInt(arr[3]) == 1}
+		if chosen < len(urls) {
+			d.URL = urls[chosen]
+		}
+		out.Decision = &d
+	}
+	return out, nil
+}
+
+// Overlap implements Store.
+func (r *Redis) Overlap(ctx context.Context, pool string, seq []uint64, now int64) ([]Score, error) {
+	req := RouteRequest{Pool: pool, SeqHashes: seq, NowMs: now}
+	arr, err := r.exec(ctx, "route", pool, routeArgs("query", &req))
+	if err != nil {
+		return nil, err
+	}
+	if msgStr(arr[0]) == "unknown_pool" {
+		return nil, unknownPool(pool)
+	}
+	var out []Score
+	for _, m := range arr[1:] {
+		v, _ := m.ToArray()
+		out = append(out, Score{WorkerID: msgStr(v[0]), DPRank: int(msgInt(v[1])), Blocks: int(msgInt(v[2]))})
+	}
+	return out, nil
+}
+
+func (r *Redis) lease(ctx context.Context, op, pool, id string, now int64) (bool, error) {
+	pools := []string{pool}
+	if pool == "" {
+		var err error
+		if pools, err = r.poolNames(ctx); err != nil {
+			return false, err
+		}
+	}
+	for _, p := range pools {
+		arr, err := r.exec(ctx, "lease", p, []string{op, istr(now), id})
+		if err != nil {
+			return false, err
+		}
+		switch msgStr(arr[0]) {
+		case "unknown_pool":
+			if pool != "" {
+				return false, unknownPool(pool)
+			}
+		case "ok":
+			if msgInt(arr[1]) == 1 {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
+// PrefillDone implements Store.
+func (r *Redis) PrefillDone(ctx context.Context, pool, id string, now int64) (bool, error) {
+	return r.lease(ctx, "prefill_done", pool, id, now)
+}
+
+// Done implements Store.
+func (r *Redis) Done(ctx context.Context, pool, id string, now int64) (bool, error) {
+	return r.lease(ctx, "done", pool, id, now)
+}
+
+// RenewLease implements Store.
+func (r *Redis) RenewLease(ctx context.Context, pool, id string, now int64) (bool, error) {
+	return r.lease(ctx, "renew", pool, id, now)
+}
+
+var _ = errors.New
