@@ -68,16 +68,23 @@ func (m *Manager) Remove(ctx context.Context, key StreamKey) error {
 	m.mu.Lock()
 	ms, ok := m.subs[key]
 	delete(m.subs, key)
+	var cancel context.CancelFunc
+	var done chan struct{}
+	if ok {
+		cancel, done = ms.cancel, ms.done
+	}
 	m.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("%w: %s", ErrNotFound, key)
 	}
-	if ms.cancel == nil {
-		return nil
+	if cancel != nil {
+		cancel()
 	}
-	ms.cancel()
+	if done == nil {
+		return nil // never started
+	}
 	select {
-	case <-ms.done:
+	case <-done:
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("ingest: remove %s: %w", key, ctx.Err())
