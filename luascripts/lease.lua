@@ -13,7 +13,7 @@ local lp = redis.call('HGET', K_LS, id)
 if not lp then return {'ok', 0} end
 local l = cmsgpack.unpack(lp)
 if op == 'prefill_done' then
-  if rid_alive(l[1]) then redis.call('HINCRBY', K_LD, 'p' .. l[1], -l[2]) end
+  if rid_alive(l[1]) then redis.call('HINCRBY', K_LD, 'p' .. l[1], 0 - l[2]) end
   l[2] = 0
   redis.call('HSET', K_LS, id, cmsgpack.pack(l))
 elseif op == 'done' then

@@ -76,8 +76,8 @@ local function rid_alive(rid) return redis.call('HEXISTS', K_LD, 'r' .. rid) == 
 local function end_lease(id, l, t)
   local rid = l[1]
   if rid_alive(rid) then
-    redis.call('HINCRBY', K_LD, 'p' .. rid, -l[2])
-    redis.call('HINCRBY', K_LD, 'd' .. rid, -l[3])
+    redis.call('HINCRBY', K_LD, 'p' .. rid, 0 - l[2])
+    redis.call('HINCRBY', K_LD, 'd' .. rid, 0 - l[3])
     redis.call('HINCRBY', K_LD, 'r' .. rid, -1)
   end
   redis.call('HDEL', K_LS, id)

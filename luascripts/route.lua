@@ -218,7 +218,9 @@ for i, k in ipairs(cands) do
   local dev, host, disk = effective(k.o)
   local decay = 1.0
   if decay_d > 0 and required > 0 then
-    decay = 1 / (1 + decay_d * ((k.p - minPrefill) / bs) / required)
+    local excess = k.p - minPrefill
+    if excess < 0 then excess = 0 end
+    decay = 1 / (1 + decay_d * (excess / bs) / required)
   end
   local credit = osc * decay * dev + hw * host + dw * disk
   local raw = (k.p + isl) / bs

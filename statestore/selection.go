@@ -53,7 +53,7 @@ type CostInput struct {
 
 // Cost computes Dynamo's cost (lower wins) and the credit it granted, in this exact operation order:
 //
-//	decay  = 1 / (1 + d · ((prefill − minPrefill) / bs) / required)      (1 when d = 0 or required = 0)
+//	decay  = 1 / (1 + d · (max(prefill − minPrefill, 0) / bs) / required)  (1 when d = 0 or required = 0)
 //	credit = c · decay · device + hw · host + dw · disk
 //	raw    = (prefill + isl) / bs
 //	cost   = scale · max(raw − credit, 0) + (decode + required) + rw · requests
@@ -62,7 +62,11 @@ func Cost(in CostInput) (cost, credit float64) {
 	dev, host, disk, _ := in.Overlap.Effective()
 	decay := 1.0
 	if in.Cfg.OverlapScoreCreditDecay > 0 && in.RequiredBlocks > 0 {
-		decay = 1 / (1 + in.Cfg.OverlapScoreCreditDecay*(float64(in.Load.PrefillTokens-in.MinPrefill)/bs)/float64(in.RequiredBlocks))
+		excess := in.Load.PrefillTokens - in.MinPrefill
+		if excess < 0 { // a filtered candidate (explain) may be below the eligible minimum: no bonus, no 1/0
+			excess = 0
+		}
+		decay = 1 / (1 + in.Cfg.OverlapScoreCreditDecay*(float64(excess)/bs)/float64(in.RequiredBlocks))
 	}
 	credit = in.Cfg.OverlapScoreCredit*decay*float64(dev) + in.Cfg.HostCacheHitWeight*float64(host) + in.Cfg.DiskCacheHitWeight*float64(disk)
 	raw := float64(in.Load.PrefillTokens+in.ISL) / bs
