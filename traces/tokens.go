@@ -2,6 +2,7 @@ package traces
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/kvrouter/kvrouter/blockhash"
 )
@@ -56,6 +57,7 @@ func AppendBlockHashes(local, seq []uint64, req Request, engineBlock int, lora s
 		return local, blockhash.Sequence(seq, local[start:])
 	}
 	perTrace := TraceBlockTokens / engineBlock
+	local = slices.Grow(local, n)
 	var buf [TraceBlockTokens]uint32
 	block := buf[:engineBlock]
 	for t := 0; t*perTrace < n; t++ {
