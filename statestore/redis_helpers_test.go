@@ -16,11 +16,17 @@ var nsCounter atomic.Int64
 // newRedisStore returns a Redis store on addrs with a fresh key prefix, closed by t.Cleanup.
 func newRedisStore(t testing.TB, addrs ...string) *statestore.Redis {
 	t.Helper()
+	return newRedisStorePrefix(t, fmt.Sprintf("t%d:", nsCounter.Add(1)), addrs...)
+}
+
+// newRedisStorePrefix returns a Redis store with its own client on the given key prefix.
+func newRedisStorePrefix(t testing.TB, prefix string, addrs ...string) *statestore.Redis {
+	t.Helper()
 	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: addrs, DisableCache: true})
 	if err != nil {
 		t.Fatalf("redis client: %v", err)
 	}
-	st, err := statestore.NewRedis(c, statestore.RedisOptions{Name: "redis://" + addrs[0], Prefix: fmt.Sprintf("t%d:", nsCounter.Add(1))})
+	st, err := statestore.NewRedis(c, statestore.RedisOptions{Name: "redis://" + addrs[0], Prefix: prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
