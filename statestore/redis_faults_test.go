@@ -1,0 +1,150 @@
+package statestore_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvrouter/kvrouter/statestore"
+)
+
+func setupPool(t *testing.T, st statestore.Store, pool string, cfg statestore.PoolConfig, workers ...string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := st.PutPool(ctx, pool, cfg); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range workers {
+		if err := st.PutWorker(ctx, pool, statestore.WorkerSpec{WorkerID: w, URL: "http://" + w}, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestRedisRestartRecovers: Redis restarts (keys and loaded scripts gone); the same store object keeps
+// working once its state is declared again — scripts come back through the EVALSHA→EVAL fallback.
+func TestRedisRestartRecovers(t *testing.T) {
+	srv := sharedRedis(t)
+	st := newRedisStore(t, srv.Addr())
+	ctx := context.Background()
+	setupPool(t, st, "default", statestore.DefaultPoolConfig(4), "w0", "w1")
+	if _, err := st.Route(ctx, statestore.RouteRequest{Pool: "default", RequestID: "a", ISL: 8, NowMs: 1}); err != nil {
+		t.Fatal(err)
+	}
+	srv.Restart(t)
+	// Calls right after the restart may see dropped connections; they must fail clearly (ErrUnavailable)
+	// and later calls must succeed with the same store object (no process restart).
+	deadline := time.Now().Add(30 * time.Second)
+	var d statestore.Decision
+	for attempt := 0; ; attempt++ {
+		err := func() error {
+			if err := st.PutPool(ctx, "default", statestore.DefaultPoolConfig(4)); err != nil {
+				return err
+			}
+			for _, w := range []string{"w0", "w1"} {
+				if err := st.PutWorker(ctx, "default", statestore.WorkerSpec{WorkerID: w}, 0); err != nil {
+					return err
+				}
+			}
+			var err error
+			d, err = st.Route(ctx, statestore.RouteRequest{Pool: "default", RequestID: "b", ISL: 8, NowMs: 2})
+			return err
+		}()
+		if err == nil {
+			t.Logf("recovered after %d failed attempts", attempt)
+			break
+		}
+		if !errors.Is(err, statestore.ErrUnavailable) || time.Now().After(deadline) {
+			t.Fatalf("after restart: %v", err)
+		}
+	}
+	if d.WorkerID != "w0" {
+		t.Fatalf("route after restart chose %q", d.WorkerID)
+	}
+}
+
+// TestRedisUnreachable: a stopped Redis gives ErrUnavailable naming the store, without hanging.
+func TestRedisUnreachable(t *testing.T) {
+	srv := sharedRedis(t)
+	st := newRedisStore(t, srv.Addr())
+	setupPool(t, st, "default", statestore.DefaultPoolConfig(4), "w0")
+	srv.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := st.Route(ctx, statestore.RouteRequest{Pool: "default", RequestID: "x", ISL: 8, NowMs: 1})
+	if !errors.Is(err, statestore.ErrUnavailable) || !strings.Contains(err.Error(), srv.Addr()) {
+		t.Fatalf("route with Redis down: %v (want ErrUnavailable naming %s)", err, srv.Addr())
+	}
+	if statestore.ErrorCode(err) != "store_unavailable" {
+		t.Fatalf("error code %q", statestore.ErrorCode(err))
+	}
+	t.Logf("failed after %v: %v", time.Since(start), err)
+}
+
+// TestRedisBadBatchAtomic: a malformed event in the middle of a good batch fails the whole call and
+// leaves nothing of it applied (validation precedes the first write; writes are buffered).
+func TestRedisBadBatchAtomic(t *testing.T) {
+	srv := sharedRedis(t)
+	st := newRedisStore(t, srv.Addr())
+	ctx := context.Background()
+	setupPool(t, st, "default", statestore.DefaultPoolConfig(4), "w0")
+	good := func(id uint64, local uint64) statestore.Event {
+		return statestore.Event{Kind: statestore.EventStored, HasEventID: true, EventID: id,
+			Blocks: []statestore.StoredBlock{{EngineHash: 100 + id, LocalHash: local}}}
+	}
+	if _, err := st.ApplyEvents(ctx, statestore.EventBatch{Pool: "default", WorkerID: "w0", Events: []statestore.Event{good(1, 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := st.Workers(ctx, "default", 0)
+	bad := statestore.Event{Kind: 9, HasEventID: true, EventID: 3}
+	_, err := st.ApplyEvents(ctx, statestore.EventBatch{Pool: "default", WorkerID: "w0",
+		Events: []statestore.Event{good(2, 2), bad, good(4, 4)}})
+	if err == nil || statestore.ErrorCode(err) != "internal" {
+		t.Fatalf("bad batch: err = %v", err)
+	}
+	after, _ := st.Workers(ctx, "default", 0)
+	if before[0].Ranks[0] != after[0].Ranks[0] {
+		t.Fatalf("half-applied: before %+v after %+v", before[0].Ranks[0], after[0].Ranks[0])
+	}
+	sc, _ := st.Overlap(ctx, "default", []uint64{2}, 0)
+	if len(sc) != 0 {
+		t.Fatalf("block of the rejected batch is indexed: %v", sc)
+	}
+	// The good events still apply afterwards.
+	res, err := st.ApplyEvents(ctx, statestore.EventBatch{Pool: "default", WorkerID: "w0", Events: []statestore.Event{good(2, 2)}})
+	if err != nil || res.Applied != 1 {
+		t.Fatalf("retry: %+v %v", res, err)
+	}
+}
+
+// TestRedisLeaseExpiresWithoutRouter: a router books and "dies" (its client is closed, done is never
+// called); after the lease TTL the load no longer counts for anyone.
+func TestRedisLeaseExpiresWithoutRouter(t *testing.T) {
+	srv := sharedRedis(t)
+	prefix := "lease:"
+	admin := newRedisStorePrefix(t, prefix, srv.Addr())
+	cfg := statestore.DefaultPoolConfig(4)
+	cfg.LeaseTTLMs = 1000
+	setupPool(t, admin, "default", cfg, "w0")
+	ctx := context.Background()
+	dying := newRedisStorePrefix(t, prefix, srv.Addr())
+	if _, err := dying.Route(ctx, statestore.RouteRequest{Pool: "default", RequestID: "r", ISL: 40, NowMs: 5000}); err != nil {
+		t.Fatal(err)
+	}
+	dying.Close()
+	other := newRedisStorePrefix(t, prefix, srv.Addr())
+	ws, _ := other.Workers(ctx, "default", 5999)
+	if ws[0].Ranks[0].ActiveRequests != 1 || ws[0].Ranks[0].ActivePrefillTokens != 40 {
+		t.Fatalf("before expiry: %+v", ws[0].Ranks[0])
+	}
+	ws, _ = other.Workers(ctx, "default", 6000)
+	if r := ws[0].Ranks[0]; r.ActiveRequests != 0 || r.ActivePrefillTokens != 0 || r.ActiveDecodeBlocks != 0 {
+		t.Fatalf("after expiry: %+v", r)
+	}
+	if ok, _ := other.Done(ctx, "", "r", 6001); ok {
+		t.Fatal("done found an expired lease")
+	}
+}
