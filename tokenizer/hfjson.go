@@ -307,11 +307,11 @@ func hfPreTokenizer(raw json.RawMessage) ([]preStep, error) {
 			byteLevel = true
 			step := byteLevelStep{addPrefixSpace: c.AddPrefixSpace}
 			if c.UseRegex == nil || *c.UseRegex { // Hugging Face's default is true
-				re, err := compilePattern(gpt2Pattern)
+				sp, err := newSplitter(gpt2Pattern)
 				if err != nil {
 					return nil, err
 				}
-				step.re = re
+				step.sp = sp
 			}
 			steps = append(steps, step)
 		default:
@@ -337,11 +337,11 @@ func hfSplit(c hfComponent) (preStep, error) {
 	default:
 		return nil, errors.New("Split pre-tokenizer without a pattern")
 	}
-	re, err := compilePattern(pattern)
+	sp, err := newSplitter(pattern)
 	if err != nil {
 		return nil, err
 	}
-	return splitStep{re: re}, nil
+	return splitStep{sp: sp}, nil
 }
 
 // regexpQuote escapes a literal for regexp2's .NET syntax.

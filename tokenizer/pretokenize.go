@@ -15,12 +15,12 @@ type preStep interface {
 
 // splitStep is Hugging Face's Split pre-tokenizer with behavior "Isolated": every match and every
 // gap between matches becomes its own piece.
-type splitStep struct{ re *regexp2.Regexp }
+type splitStep struct{ sp *splitter }
 
 func (s splitStep) apply(pieces, out []string) ([]string, error) {
 	for _, p := range pieces {
 		var err error
-		if out, err = splitIsolated(s.re, p, out); err != nil {
+		if out, err = s.sp.split(p, out); err != nil {
 			return nil, err
 		}
 	}
@@ -31,7 +31,7 @@ func (s splitStep) apply(pieces, out []string) ([]string, error) {
 // implicit here: the BPE model works on raw bytes.
 type byteLevelStep struct {
 	addPrefixSpace bool
-	re             *regexp2.Regexp // the GPT-2 regex when use_regex is true, else nil
+	sp             *splitter // the GPT-2 regex when use_regex is true, else nil
 }
 
 func (s byteLevelStep) apply(pieces, out []string) ([]string, error) {
@@ -39,14 +39,42 @@ func (s byteLevelStep) apply(pieces, out []string) ([]string, error) {
 		if s.addPrefixSpace && (p == "" || p[0] != ' ') {
 			p = " " + p
 		}
-		if s.re == nil {
+		if s.sp == nil {
 			out = append(out, p)
 			continue
 		}
 		var err error
-		if out, err = splitIsolated(s.re, p, out); err != nil {
+		if out, err = s.sp.split(p, out); err != nil {
 			return nil, err
 		}
+	}
+	return out, nil
+}
+
+// splitter is a compiled pre-tokenizer pattern: a hand-written matcher when the pattern is a
+// known one, else regexp2.
+type splitter struct {
+	re   *regexp2.Regexp
+	fast pieceEnd
+}
+
+func newSplitter(pattern string) (*splitter, error) {
+	re, err := compilePattern(pattern)
+	if err != nil {
+		return nil, err
+	}
+	return &splitter{re: re, fast: fastSplitters[pattern]}, nil
+}
+
+// split appends the pieces of s to out ("Isolated": matches and the gaps between them).
+func (sp *splitter) split(s string, out []string) ([]string, error) {
+	if sp.fast == nil {
+		return splitIsolated(sp.re, s, out)
+	}
+	for i := 0; i < len(s); {
+		j := sp.fast(s, i)
+		out = append(out, s[i:j])
+		i = j
 	}
 	return out, nil
 }

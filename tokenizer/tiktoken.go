@@ -49,7 +49,7 @@ func loadTiktoken(data []byte, dir string, opts Options) (*bpeTokenizer, error) 
 	if pattern == "" {
 		pattern = Llama3Pattern
 	}
-	re, err := compilePattern(pattern)
+	sp, err := newSplitter(pattern)
 	if err != nil {
 		return nil, err
 	}
@@ -57,7 +57,7 @@ func loadTiktoken(data []byte, dir string, opts Options) (*bpeTokenizer, error) 
 	if err != nil {
 		return nil, err
 	}
-	t := &bpeTokenizer{steps: []preStep{splitStep{re: re}}, model: model}
+	t := &bpeTokenizer{steps: []preStep{splitStep{sp: sp}}, model: model}
 
 	// Special tokens and the BOS: explicit, else from tokenizer_config.json, else Llama-3's.
 	specials := make([]addedToken, 0, len(opts.SpecialTokens))
