@@ -4,7 +4,10 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+
+	"github.com/dlclark/regexp2"
 )
 
 // splitAlphabet mixes every class the patterns distinguish: ASCII letters of both cases (for
@@ -26,14 +29,20 @@ func randomSplitText(rng *rand.Rand) string {
 	return b.String()
 }
 
+var compiledForTest sync.Map // pattern → *regexp2.Regexp
+
 // checkFastSplit compares the hand-written matcher of pattern with regexp2 on s.
 func checkFastSplit(t *testing.T, pattern, s string) {
 	t.Helper()
-	re, err := compilePattern(pattern)
-	if err != nil {
-		t.Fatal(err)
+	v, ok := compiledForTest.Load(pattern)
+	if !ok {
+		re, err := compilePattern(pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, _ = compiledForTest.LoadOrStore(pattern, re)
 	}
-	want, err := splitIsolated(re, s, nil)
+	want, err := splitIsolated(v.(*regexp2.Regexp), s, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
