@@ -137,6 +137,9 @@ func (s *Subscriber) fill(ctx context.Context, next, until uint64, verify bool, 
 			return next < until
 		})
 		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err() // stopping: not a failure, and nothing is lost
+			}
 			s.update(func(x *Stats) { x.ReplayFailures++ })
 			s.cfg.Logger.Warn("ingest: replay failed", "stream", s.cfg.Key().String(), "err", err)
 			break
@@ -163,6 +166,9 @@ func (s *Subscriber) fill(ctx context.Context, next, until uint64, verify bool, 
 func (s *Subscriber) lose(n uint64) {
 	s.update(func(x *Stats) { x.LostMessages += n })
 	st := &s.st
+	if st.nextID == nil {
+		st.nextID = map[int]uint64{}
+	}
 	if st.nextID[s.cfg.DPRank] == 0 {
 		st.nextID[s.cfg.DPRank] = 1
 	}
