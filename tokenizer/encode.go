@@ -82,9 +82,9 @@ func (t *bpeTokenizer) encodeText(ids []uint32, s string, sc *encodeScratch) ([]
 	for _, p := range pieces {
 		ids = t.model.encodePiece(ids, p, &sc.bpe)
 	}
-	// Keep the grown buffers for the next call, and drop references to this text.
-	clear(pieces)
-	clear(spare)
+	// Keep the grown buffers for the next call, and drop every reference to this text.
+	clear(pieces[:cap(pieces)])
+	clear(spare[:cap(spare)])
 	sc.piecesA, sc.piecesB = pieces[:0], spare[:0]
 	return ids, nil
 }

@@ -74,3 +74,18 @@ func TestTranslateIntersections(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadDirectory: a model directory resolves to its tokenizer.json, else its tiktoken.model.
+func TestLoadDirectory(t *testing.T) {
+	llamaDir := filepath.Dir(testData(t, llamaTiktoken)) // has tiktoken.model, no tokenizer.json
+	tk, err := Load(llamaDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(tk.Name(), "tiktoken.model@") {
+		t.Errorf("Name() = %q", tk.Name())
+	}
+	if _, err := Load(t.TempDir()); err == nil || !strings.Contains(err.Error(), "tokenizer.json") {
+		t.Errorf("empty directory: err = %v", err)
+	}
+}

@@ -47,10 +47,14 @@ type Options struct {
 func Load(path string) (Tokenizer, error) { return LoadWith(path, Options{}) }
 
 // LoadWith reads a Hugging Face tokenizer.json holding a byte-level BPE model, or a tiktoken BPE
-// file (lines of "base64-token rank"); the format is recognised from the content. Other
-// tokenizers (WordPiece, Unigram, WordLevel, SentencePiece-style BPE, SentencePiece .model
-// protobufs) are rejected with an error naming what was found.
+// file (lines of "base64-token rank"); the format is recognised from the content. path may also
+// be a model directory: its tokenizer.json is used, else its tiktoken.model. Other tokenizers
+// (WordPiece, Unigram, WordLevel, SentencePiece-style BPE, SentencePiece .model protobufs) are
+// rejected with an error naming what was found.
 func LoadWith(path string, opts Options) (Tokenizer, error) {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		path = pickInDir(path)
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: load %s: %w", path, err)
@@ -71,4 +75,15 @@ func LoadWith(path string, opts Options) (Tokenizer, error) {
 	}
 	t.name = name
 	return t, nil
+}
+
+// pickInDir chooses the tokenizer file of a model directory as engines do: tokenizer.json first.
+// When neither file exists the tokenizer.json path is returned, so the error names it.
+func pickInDir(dir string) string {
+	for _, name := range []string{"tokenizer.json", "tiktoken.model"} {
+		if p := filepath.Join(dir, name); fileExists(p) {
+			return p
+		}
+	}
+	return filepath.Join(dir, "tokenizer.json")
 }
