@@ -2,13 +2,14 @@ package tokenizer
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"unicode/utf8"
 )
 
-// errInvalidUTF8 is returned for text that is not UTF-8: Hugging Face tokenizers take Python str,
-// so the engine rejects such a request rather than tokenising it.
-var errInvalidUTF8 = errors.New("tokenizer: encode: text is not valid UTF-8")
+// ErrInvalidUTF8 is returned by Encode for text that is not UTF-8: Hugging Face tokenizers take a
+// Python str, so the engine rejects such a request rather than tokenising it.
+var ErrInvalidUTF8 = errors.New("tokenizer: encode: text is not valid UTF-8")
 
 // bpeTokenizer is the Hugging Face encoding pipeline for byte-level BPE:
 // added tokens on the raw text → normalizer → added tokens on the normalised text →
@@ -36,7 +37,7 @@ var encodeScratchPool = sync.Pool{New: func() any { return new(encodeScratch) }}
 
 func (t *bpeTokenizer) Encode(text string) ([]uint32, error) {
 	if !utf8.ValidString(text) {
-		return nil, errInvalidUTF8
+		return nil, ErrInvalidUTF8
 	}
 	// About 4 bytes per token in English; over-allocating a little is cheaper than regrowing.
 	ids := make([]uint32, 0, len(t.bos)+len(text)/3+1)
@@ -63,7 +64,7 @@ func (t *bpeTokenizer) Encode(text string) ([]uint32, error) {
 		})
 	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("tokenizer: encode: %w", err)
 	}
 	return ids, nil
 }

@@ -1,7 +1,6 @@
 package tokenizer
 
 import (
-	"fmt"
 	"unicode/utf8"
 
 	"github.com/dlclark/regexp2"
@@ -85,7 +84,7 @@ func (sp *splitter) split(s string, out []string) ([]string, error) {
 func splitIsolated(re *regexp2.Regexp, s string, out []string) ([]string, error) {
 	m, err := re.FindStringMatch(s)
 	if err != nil {
-		return nil, fmt.Errorf("pre-tokenize: %w", err)
+		return nil, err
 	}
 	bytePos, runePos := 0, 0
 	toByte := func(r int) int {
@@ -108,7 +107,7 @@ func splitIsolated(re *regexp2.Regexp, s string, out []string) ([]string, error)
 		}
 		last = end
 		if m, err = re.FindNextMatch(m); err != nil {
-			return nil, fmt.Errorf("pre-tokenize: %w", err)
+			return nil, err
 		}
 	}
 	if last < len(s) {

@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -243,7 +244,7 @@ func TestInvalidUTF8(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tk.Encode("ok\xff"); err == nil {
-		t.Error("Encode accepted invalid UTF-8")
+	if _, err := tk.Encode("ok\xff"); !errors.Is(err, ErrInvalidUTF8) {
+		t.Errorf("Encode of invalid UTF-8: err = %v, want ErrInvalidUTF8", err)
 	}
 }
