@@ -14,8 +14,8 @@ import (
 type Tokenizer interface {
 	// Encode returns the ids of text as Hugging Face's encode(text, add_special_tokens=False)
 	// does (plus the BOS when Options.AddBOS is set). Added tokens written in the text, such as
-	// "<|eot_id|>", become their ids. Text that is not valid UTF-8 is an error: the engine could
-	// not have received it either.
+	// "<|eot_id|>", become their ids. Text that is not valid UTF-8 fails with ErrInvalidUTF8:
+	// the engine could not have received it either.
 	Encode(text string) ([]uint32, error)
 	// Name identifies the tokenizer and its settings, for logs and for checking that two
 	// components use the same one: "<file name>@<first 12 hex digits of the file's SHA-256>",
