@@ -115,6 +115,10 @@ func TestLoadersAgree(t *testing.T) {
 				name, i, len(a), len(b), len(c), a[i:min(i+8, len(a))], b[i:min(i+8, len(b))], c[i:min(i+8, len(c))], text)
 		}
 	}
+	// Llama-3's tokenizer.json pattern must hit the hand-written matcher, not regexp2.
+	if sp := hf.(*bpeTokenizer).steps[0].(splitStep).sp; sp.fast == nil {
+		t.Error("Llama-3 tokenizer.json split pattern is not on the fast path")
+	}
 	check("mixed", mixedText)
 	check("long_text.txt", string(long))
 

@@ -16,9 +16,10 @@
 // tokenizers, one with AddBOS.)
 //
 // Limits, each chosen over a silent mismatch where possible:
-//   - tokenizer.json components: normalizers NFC/NFD/NFKC/NFKD (or none), pre-tokenizers Split
-//     (behavior Isolated) and ByteLevel, post-processors TemplateProcessing, Roberta/Bert
-//     processing and ByteLevel. Anything else fails at Load.
+//   - tokenizer.json components: normalizers NFC/NFD/NFKC/NFKD (or none) and pre-tokenizers Split
+//     (behavior Isolated) and ByteLevel; anything else fails at Load. The post-processor matters
+//     only with AddBOS: the leading special tokens of a TemplateProcessing, or Roberta/Bert's cls
+//     (never the EOS/SEP after the text); Load fails if it yields none.
 //   - Split patterns are Oniguruma regexes. The Llama-3 (cl100k), Qwen2 and GPT-2 patterns run on
 //     hand-written matchers; others run on regexp2 (.NET syntax), with Oniguruma's class
 //     intersection [X&&[^Y]] translated. Oniguruma-only syntax such as possessive quantifiers
