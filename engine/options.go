@@ -25,7 +25,7 @@ const DefaultKVTokens = 384_000
 //     launch overhead; a batch-1 decode step of an 8B model on an H100 is ~6–7 ms.
 //   - PrefillMsPerToken 0.025: 2 × 8 G = 16 GFLOP per token at ~640 TFLOP/s (≈65 % of the 989 TFLOP/s
 //     bf16 peak) → 40 k prefill tokens/s; a full 8192-token chunk takes ~211 ms, a 12 k-token prompt
-//     ~320 ms. (The quadratic part of attention is folded into this constant.)
+//     ~312 ms. (The quadratic part of attention is folded into this constant.)
 //   - DecodeMsPerSeq 0.025: a decode token is one token of the same compute.
 //   - ContextMsPerToken 0.00004: attention reads 128 KiB of KV per context token at ~3.3 TB/s;
 //     a full 384 k-token cache adds ~15 ms to a step.
