@@ -20,15 +20,20 @@ import (
 	"github.com/kvrouter/kvrouter/server"
 	"github.com/kvrouter/kvrouter/server/api"
 	"github.com/kvrouter/kvrouter/statestore"
+	"github.com/kvrouter/kvrouter/tokenizer"
 )
 
 func init() {
 	register(command{name: "serve", summary: "the router: HTTP decision API, events and worker APIs, /metrics (SPEC §7)", run: runServe})
 }
 
-// loadTokenizer loads --tokenizer; replaced by the tokenizer package's loader in serve_tokenizer.go.
-var loadTokenizer = func(path string) (api.Tokenizer, error) {
-	return nil, fmt.Errorf("--tokenizer %q: no tokenizer support in this binary", path)
+// loadTokenizer loads --tokenizer.
+func loadTokenizer(path string) (api.Tokenizer, error) {
+	t, err := tokenizer.Load(path)
+	if err != nil {
+		return nil, fmt.Errorf("--tokenizer: %v", err)
+	}
+	return t, nil
 }
 
 // poolKnobFlags are the per-pool knobs settable by flag (SPEC §6.4): flag name = knob name with '_' → '-'.

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,7 +31,8 @@ func Status(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, statestore.ErrConflict):
 		return http.StatusConflict
-	case errors.Is(err, statestore.ErrNoEligibleWorker), errors.Is(err, statestore.ErrUnavailable):
+	case errors.Is(err, statestore.ErrNoEligibleWorker), errors.Is(err, statestore.ErrUnavailable),
+		errors.Is(err, context.DeadlineExceeded):
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError
@@ -41,6 +43,9 @@ func (a *API) fromError(err error) Response {
 	st := Status(err)
 	code := statestore.ErrorCode(err)
 	msg := err.Error()
+	if code == "internal" && errors.Is(err, context.DeadlineExceeded) {
+		code, msg = "timeout", "state store did not answer in time: "+msg
+	}
 	if st == http.StatusInternalServerError {
 		a.log.Warn("internal error", "err", err)
 	}
