@@ -72,10 +72,12 @@ func TestReuseBoundConversationTrace(t *testing.T) {
 		if tok < tokens-0.001 || tok > tokens+0.001 {
 			t.Errorf("block %d: token hit fraction %.5f, want ≈ %.5f (splitting blocks changes no tokens' fate)", k, tok, tokens)
 		}
-		if !testing.Short() && k == 64 {
-			nb, ntok := naiveReuse(reqs, k)
+		if !testing.Short() && k == 64 { // the naive replay hashes every token: a prefix of the trace
+			head := reqs[:2000]
+			b, tok := ReuseBound(head, k)
+			nb, ntok := naiveReuse(head, k)
 			if math.Abs(b-nb) > 1e-12 || math.Abs(tok-ntok) > 1e-12 {
-				t.Errorf("block %d: ReuseBound (%v, %v) != naive (%v, %v)", k, b, tok, nb, ntok)
+				t.Errorf("block %d, first 2000 requests: ReuseBound (%v, %v) != naive (%v, %v)", k, b, tok, nb, ntok)
 			}
 		}
 	}
