@@ -17,11 +17,15 @@ type pieceEnd func(s string, i int) int
 // qwen2Pattern is Llama3Pattern with single digits (Qwen2, Qwen2.5, Qwen3).
 const qwen2Pattern = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 
+// gpt2TiktokenPattern is tiktoken's spelling of the GPT-2 pattern (r50k_base, p50k_base).
+const gpt2TiktokenPattern = `'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`
+
 // fastSplitters maps pattern text to its matcher.
 var fastSplitters = map[string]pieceEnd{
-	Llama3Pattern: func(s string, i int) int { return llama3End(s, i, 3) },
-	qwen2Pattern:  func(s string, i int) int { return llama3End(s, i, 1) },
-	gpt2Pattern:   gpt2End,
+	Llama3Pattern:       func(s string, i int) int { return llama3End(s, i, 3) },
+	qwen2Pattern:        func(s string, i int) int { return llama3End(s, i, 1) },
+	gpt2Pattern:         gpt2End,
+	gpt2TiktokenPattern: gpt2End,
 }
 
 func isL(r rune) bool { return unicode.IsLetter(r) }
