@@ -91,6 +91,7 @@ func New(a *api.API, opts Options) (*Server, error) {
 	s.fs = &fasthttp.Server{
 		Handler:                       s.handle,
 		ErrorHandler:                  s.handleError,
+		ExpectHandler:                 s.handleExpect,
 		Name:                          "kvrouter",
 		MaxRequestBodySize:            opts.MaxBodyBytes,
 		ReadTimeout:                   opts.ReadTimeout,
@@ -153,6 +154,18 @@ func (s *Server) handleError(ctx *fasthttp.RequestCtx, err error) {
 	ctx.SetContentType(api.ContentType)
 	ctx.SetBodyString(fmt.Sprintf(`{"error":{"code":%q,"message":%q}}`, code, msg))
 	ctx.SetConnectionClose()
+}
+
+// handleExpect answers "Expect: 100-continue" requests whose declared body is too large with 413 before
+// the client sends the body (without Expect, a client still writing a huge body may see the connection
+// close before it reads the 413).
+func (s *Server) handleExpect(ctx *fasthttp.RequestCtx) int {
+	if n := ctx.Request.Header.ContentLength(); n > s.opts.MaxBodyBytes {
+		ctx.SetContentType(api.ContentType)
+		ctx.SetBodyString(fmt.Sprintf(`{"error":{"code":"body_too_large","message":"request body larger than %d bytes"}}`, s.opts.MaxBodyBytes))
+		return http.StatusRequestEntityTooLarge
+	}
+	return http.StatusContinue
 }
 
 func isTimeout(err error) bool {

@@ -142,7 +142,7 @@ func (a *API) putPool(ctx context.Context, req *Request, p []string) Response {
 	if err := statestore.CheckID("pool", name); err != nil {
 		return a.fromError(err)
 	}
-	if err := decodeStrict(req.Body, "pool config", &map[string]any{}); err != nil {
+	if err := decodeStrict(req.Body, "pool config", &statestore.PoolConfig{}); err != nil {
 		return a.fromError(err)
 	}
 	base, err := a.rt.Store().GetPool(ctx, name)
