@@ -1,0 +1,111 @@
+package sim
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/kvrouter/kvrouter/engine"
+	"github.com/kvrouter/kvrouter/statestore"
+)
+
+// Policy names.
+const (
+	PolicyKV          = "kv"           // the product: core.Router over KV events
+	PolicyKVApprox    = "kv-approx"    // core.Router, no events: routed prefixes indexed with a TTL
+	PolicyKVPredict   = "kv-predict"   // core.Router, events + predict-on-route entries
+	PolicyRoundRobin  = "round-robin"  // cache-blind: worker i mod N
+	PolicyRandom      = "random"       // cache-blind: uniform (seeded)
+	PolicyLeastLoaded = "least-loaded" // cache-blind: fewest active requests (ties: seeded random)
+	PolicyOracle      = "oracle"       // core.Router fed the engines' true cache state at once
+)
+
+// AllPolicies lists every policy, in report order.
+var AllPolicies = []string{PolicyKV, PolicyKVApprox, PolicyKVPredict, PolicyRoundRobin, PolicyRandom, PolicyLeastLoaded, PolicyOracle}
+
+// usesCore reports whether a policy decides through core.Router.
+func usesCore(p string) bool {
+	return p == PolicyKV || p == PolicyKVApprox || p == PolicyKVPredict || p == PolicyOracle
+}
+
+// DefaultPredictedTTLMs is kv-predict's predicted-entry TTL when the pool config sets none.
+const DefaultPredictedTTLMs = 5000
+
+// Config is one simulation: the fleet, the router knobs and the policies to compare.
+type Config struct {
+	// Workers is the number of simulated engines. Default 8.
+	Workers int
+	// Engine configures every engine (BlockSize must equal the workload's EngineBlock).
+	Engine engine.Options
+	// Pool holds the router's knobs for the core-based policies (BlockSize is set from Engine).
+	// kv-predict uses Pool.PredictedTTLMs, or DefaultPredictedTTLMs when it is 0; kv and oracle
+	// always run with it 0; kv-approx registers its workers without KV events.
+	Pool statestore.PoolConfig
+	// EventDelayMs delays the KV events of a step (published at the step's end) before the router
+	// applies them. Default 0. The oracle ignores it.
+	EventDelayMs float64
+	// Seed seeds the policies' random numbers (tie-breaks, softmax, random policy).
+	Seed uint64
+	// Policies to run (default AllPolicies); each runs on its own fleet and store, in parallel.
+	Policies []string
+	// Parallel bounds the policies simulated at once (default 1 = one after another).
+	Parallel int
+	// NewStore opens the store of one policy's router (default statestore.NewMemory).
+	NewStore func() (statestore.Store, error)
+	// Timing puts wall-clock router decision times into the results (they are never reproducible).
+	Timing bool
+	// CheckEvents verifies that every Stored block is later Removed or still resident, and that no
+	// unknown block is removed (costs a map per worker).
+	CheckEvents bool
+	// Progress, when set, is called with the number of requests routed so far by one policy.
+	Progress func(policy string, routed int)
+}
+
+func (c Config) withDefaults() Config {
+	if c.Workers == 0 {
+		c.Workers = 8
+	}
+	c.Engine = c.Engine.WithDefaults()
+	if c.Pool.BlockSize == 0 {
+		c.Pool = statestore.DefaultPoolConfig(c.Engine.BlockSize)
+	}
+	c.Pool.BlockSize = c.Engine.BlockSize
+	if len(c.Policies) == 0 {
+		c.Policies = AllPolicies
+	}
+	if c.Parallel < 1 {
+		c.Parallel = 1
+	}
+	if c.NewStore == nil {
+		c.NewStore = func() (statestore.Store, error) { return statestore.NewMemory(), nil }
+	}
+	return c
+}
+
+func (c Config) validate(w *Workload) error {
+	if err := c.Engine.Validate(); err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
+	if c.Engine.BlockSize != w.EngineBlock {
+		return fmt.Errorf("engine block size %d differs from the workload's %d", c.Engine.BlockSize, w.EngineBlock)
+	}
+	if c.Workers < 1 || c.Workers > 1000 {
+		return fmt.Errorf("workers %d out of [1, 1000]", c.Workers)
+	}
+	if c.EventDelayMs < 0 || c.EventDelayMs != c.EventDelayMs {
+		return fmt.Errorf("event delay %v must be >= 0", c.EventDelayMs)
+	}
+	if err := c.Pool.Validate(); err != nil {
+		return fmt.Errorf("router: %w", err)
+	}
+	seen := map[string]bool{}
+	for _, p := range c.Policies {
+		if !slices.Contains(AllPolicies, p) {
+			return fmt.Errorf("unknown policy %q (known: %v)", p, AllPolicies)
+		}
+		if seen[p] {
+			return fmt.Errorf("policy %q listed twice", p)
+		}
+		seen[p] = true
+	}
+	return nil
+}
