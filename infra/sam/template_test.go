@@ -1,0 +1,326 @@
+// Package sam holds the AWS SAM template of kvrouter's Lambda deployment and a test that checks it
+// without the SAM CLI: every function points at a Go main that builds for its runtime and
+// architecture, serves the paths its events route to it, gets the environment it needs, and has only
+// the permissions it uses.
+package sam
+
+import (
+	"debug/elf"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/kvrouter/kvrouter/functions"
+	"github.com/kvrouter/kvrouter/server/api"
+)
+
+// toValue converts a YAML node to plain Go values; CloudFormation short forms (!Ref, !Sub, !GetAtt,
+// !Select, !GetAZs) become one-key maps {"!Ref": value}.
+func toValue(n *yaml.Node) any {
+	var v any
+	switch n.Kind {
+	case yaml.DocumentNode:
+		return toValue(n.Content[0])
+	case yaml.MappingNode:
+		m := map[string]any{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			m[n.Content[i].Value] = toValue(n.Content[i+1])
+		}
+		v = m
+	case yaml.SequenceNode:
+		s := []any{}
+		for _, c := range n.Content {
+			s = append(s, toValue(c))
+		}
+		v = s
+	case yaml.AliasNode:
+		return toValue(n.Alias)
+	default:
+		v = n.Value
+	}
+	if strings.HasPrefix(n.Tag, "!") && !strings.HasPrefix(n.Tag, "!!") {
+		return map[string]any{n.Tag: v}
+	}
+	return v
+}
+
+type template struct {
+	raw        map[string]any
+	resources  map[string]map[string]any
+	parameters map[string]any
+	globals    map[string]any
+}
+
+func load(t *testing.T) template {
+	t.Helper()
+	b, err := os.ReadFile("template.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n yaml.Node
+	if err := yaml.Unmarshal(b, &n); err != nil {
+		t.Fatalf("template.yaml: %v", err)
+	}
+	raw := toValue(&n).(map[string]any)
+	tp := template{raw: raw, resources: map[string]map[string]any{}}
+	for name, r := range raw["Resources"].(map[string]any) {
+		tp.resources[name] = r.(map[string]any)
+	}
+	tp.parameters, _ = raw["Parameters"].(map[string]any)
+	g, _ := raw["Globals"].(map[string]any)
+	tp.globals, _ = g["Function"].(map[string]any)
+	return tp
+}
+
+func props(r map[string]any) map[string]any { p, _ := r["Properties"].(map[string]any); return p }
+
+// fnProp returns a function property, falling back to Globals.Function.
+func (tp template) fnProp(r map[string]any, key string) any {
+	if v, ok := props(r)[key]; ok {
+		return v
+	}
+	return tp.globals[key]
+}
+
+func (tp template) functions() []string {
+	var out []string
+	for name, r := range tp.resources {
+		if r["Type"] == "AWS::Serverless::Function" {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// endpointsOf maps a function's Go main to the endpoints its handler serves.
+var endpointsOf = map[string][]string{
+	"./cmd/lambda-route":    functions.RouteEndpoints,
+	"./cmd/lambda-explain":  functions.ExplainEndpoints,
+	"./cmd/lambda-requests": functions.RequestsEndpoints,
+	"./cmd/lambda-events":   functions.EventsEndpoints,
+}
+
+func TestTemplateStructure(t *testing.T) {
+	tp := load(t)
+	if tp.raw["Transform"] != "AWS::Serverless-2016-10-31" {
+		t.Errorf("Transform = %v", tp.raw["Transform"])
+	}
+	fns := tp.functions()
+	if len(fns) != len(endpointsOf) {
+		t.Errorf("functions %v, want one per Lambda main (%d)", fns, len(endpointsOf))
+	}
+	seenPkg := map[string]bool{}
+	for _, name := range fns {
+		r := tp.resources[name]
+		if v := tp.fnProp(r, "Runtime"); v != "provided.al2023" {
+			t.Errorf("%s: Runtime %v, want provided.al2023", name, v)
+		}
+		if v := fmt.Sprint(tp.fnProp(r, "Architectures")); v != "[arm64]" {
+			t.Errorf("%s: Architectures %v, want [arm64]", name, v)
+		}
+		if v := tp.fnProp(r, "Handler"); v != "bootstrap" {
+			t.Errorf("%s: Handler %v, want bootstrap", name, v)
+		}
+		md, _ := r["Metadata"].(map[string]any)
+		pkg, _ := md["GoPackage"].(string)
+		eps, ok := endpointsOf[pkg]
+		if !ok {
+			t.Errorf("%s: Metadata.GoPackage %q is not a known Lambda main", name, pkg)
+			continue
+		}
+		seenPkg[pkg] = true
+		if want := "bin/" + filepath.Base(pkg) + "/"; props(r)["CodeUri"] != want {
+			t.Errorf("%s: CodeUri %v, want %s (where build.sh puts the bootstrap)", name, props(r)["CodeUri"], want)
+		}
+		build, _ := os.ReadFile("build.sh")
+		if !strings.Contains(string(build), filepath.Base(pkg)) || !strings.Contains(string(build), "-tags lambda.norpc") {
+			t.Errorf("%s: build.sh does not build %s with -tags lambda.norpc", name, pkg)
+		}
+		// Every routed path is served by the function's handler, and every served endpoint is routed.
+		served := map[string]bool{}
+		for _, e := range eps {
+			served[e] = false
+		}
+		evs, _ := props(r)["Events"].(map[string]any)
+		for evName, e := range evs {
+			em := e.(map[string]any)
+			if em["Type"] != "HttpApi" {
+				t.Errorf("%s.%s: event type %v, want HttpApi", name, evName, em["Type"])
+				continue
+			}
+			ep := props(em)
+			path := fmt.Sprint(ep["Path"])
+			concrete := regexp.MustCompile(`\{[^}]+\}`).ReplaceAllString(path, "x")
+			endpoint := api.Endpoint(concrete)
+			if _, ok := served[endpoint]; !ok {
+				t.Errorf("%s.%s: path %s (endpoint %s) is not served by %s (serves %v)", name, evName, path, endpoint, pkg, eps)
+			}
+			served[endpoint] = true
+			if ep["Method"] != "POST" {
+				t.Errorf("%s.%s: method %v, want POST", name, evName, ep["Method"])
+			}
+			if ref, _ := ep["ApiId"].(map[string]any); ref["!Ref"] != "Api" {
+				t.Errorf("%s.%s: not attached to the IAM-authorised Api", name, evName)
+			}
+		}
+		for e, ok := range served {
+			if !ok {
+				t.Errorf("%s: endpoint %s is not routed by any event", name, e)
+			}
+		}
+		// Least privilege: VPC ENI management only.
+		pol := fmt.Sprint(tp.fnProp(r, "Policies"))
+		if pol != "[map[VPCAccessPolicy:map[]]]" {
+			t.Errorf("%s: Policies %s, want only VPCAccessPolicy", name, pol)
+		}
+		if fu, ok := props(r)["FunctionUrlConfig"].(map[string]any); ok && fu["AuthType"] != "AWS_IAM" {
+			t.Errorf("%s: Function URL AuthType %v, want AWS_IAM", name, fu["AuthType"])
+		}
+		if vpc, _ := tp.fnProp(r, "VpcConfig").(map[string]any); vpc == nil || vpc["SubnetIds"] == nil || vpc["SecurityGroupIds"] == nil {
+			t.Errorf("%s: no VpcConfig (the cache is only reachable inside the VPC)", name)
+		}
+	}
+	for pkg := range endpointsOf {
+		if !seenPkg[pkg] {
+			t.Errorf("no function deploys %s", pkg)
+		}
+	}
+	cache := tp.resources["Cache"]
+	cp := props(cache)
+	if cache["Type"] != "AWS::ElastiCache::ReplicationGroup" || cp["TransitEncryptionEnabled"] != "true" {
+		t.Errorf("Cache: %v %v", cache["Type"], cp["TransitEncryptionEnabled"])
+	}
+	// Ingress to the cache only from the functions' security group.
+	ing := fmt.Sprint(props(tp.resources["CacheSecurityGroup"])["SecurityGroupIngress"])
+	if !strings.Contains(ing, "map[!Ref:FunctionSecurityGroup]") || strings.Contains(ing, "0.0.0.0/0") {
+		t.Errorf("CacheSecurityGroup ingress %s", ing)
+	}
+}
+
+// TestTemplateEnvironment: the environment every function gets is accepted by functions.ConfigFromEnv and
+// points at the cache over TLS.
+func TestTemplateEnvironment(t *testing.T) {
+	tp := load(t)
+	env, _ := tp.globals["Environment"].(map[string]any)
+	vars, _ := env["Variables"].(map[string]any)
+	store := fmt.Sprint(vars["KVROUTER_STORE"])
+	if !strings.Contains(store, "rediss://${Cache.PrimaryEndPoint.Address}:${Cache.PrimaryEndPoint.Port}") {
+		t.Errorf("KVROUTER_STORE = %s, want rediss:// to the Cache primary endpoint", store)
+	}
+	resolved := map[string]string{}
+	for k, v := range vars {
+		switch x := v.(type) {
+		case string:
+			resolved[k] = x
+		case map[string]any:
+			if ref, ok := x["!Ref"].(string); ok {
+				p, _ := tp.parameters[ref].(map[string]any)
+				resolved[k] = fmt.Sprint(p["Default"])
+			} else if sub, ok := x["!Sub"].(string); ok {
+				resolved[k] = regexp.MustCompile(`\$\{[^}]+\}`).ReplaceAllString(sub, "cache.internal")
+			}
+		}
+	}
+	resolved["KVROUTER_STORE"] = "rediss://cache.internal:6379"
+	c, err := functions.ConfigFromEnv(func(k string) string { return resolved[k] })
+	if err != nil {
+		t.Fatalf("functions reject the template's environment %v: %v", resolved, err)
+	}
+	if c.Store != "rediss://cache.internal:6379" || c.BlockSize != 16 {
+		t.Errorf("config %+v", c)
+	}
+}
+
+// TestTemplateReferences: every !Ref, !GetAtt and ${...} names a parameter, a resource, a pseudo
+// parameter or a SAM-generated resource.
+func TestTemplateReferences(t *testing.T) {
+	tp := load(t)
+	known := map[string]bool{}
+	for n := range tp.parameters {
+		known[n] = true
+	}
+	for n, r := range tp.resources {
+		known[n] = true
+		if _, ok := props(r)["FunctionUrlConfig"]; ok {
+			known[n+"Url"] = true // SAM generates <Function>Url
+		}
+	}
+	var walk func(v any)
+	check := func(name string) {
+		name = strings.SplitN(name, ".", 2)[0]
+		if !known[name] && !strings.HasPrefix(name, "AWS::") {
+			t.Errorf("reference to unknown %q", name)
+		}
+	}
+	walk = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, c := range x {
+				switch k {
+				case "!Ref", "!GetAtt":
+					if s, ok := c.(string); ok {
+						check(s)
+					}
+				case "!Sub":
+					if s, ok := c.(string); ok {
+						for _, m := range regexp.MustCompile(`\$\{([^}]+)\}`).FindAllStringSubmatch(s, -1) {
+							check(m[1])
+						}
+					}
+				}
+				walk(c)
+			}
+		case []any:
+			for _, c := range x {
+				walk(c)
+			}
+		}
+	}
+	walk(tp.raw["Resources"])
+	walk(tp.raw["Globals"])
+	walk(tp.raw["Outputs"])
+}
+
+// TestHandlersBuild builds every function's main exactly as build.sh does and checks the result is a
+// static linux/arm64 executable, what provided.al2023 on arm64 runs as "bootstrap".
+func TestHandlersBuild(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds four linux/arm64 binaries: skipped in -short mode")
+	}
+	tp := load(t)
+	dir := t.TempDir()
+	for _, name := range tp.functions() {
+		md, _ := tp.resources[name]["Metadata"].(map[string]any)
+		pkg := md["GoPackage"].(string)
+		out := filepath.Join(dir, name, "bootstrap")
+		cmd := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-o", out, pkg)
+		cmd.Dir = "../.."
+		cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH=arm64", "CGO_ENABLED=0")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("%s: build %s: %v\n%s", name, pkg, err, b)
+			continue
+		}
+		f, err := elf.Open(out)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if f.Machine != elf.EM_AARCH64 {
+			t.Errorf("%s: machine %v, want aarch64", name, f.Machine)
+		}
+		for _, p := range f.Progs {
+			if p.Type == elf.PT_INTERP {
+				t.Errorf("%s: dynamically linked (has an interpreter)", name)
+			}
+		}
+		f.Close()
+	}
+}
