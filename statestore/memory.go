@@ -87,7 +87,7 @@ type memPool struct {
 	workers  map[string]*memWorker
 	ranks    []*memRank // candidates, ordered by (worker id bytes, dp rank)
 	slots    []*memRank // slot → current owner (nil: dead slot)
-	events   eventIndex
+	events   *eventIndex
 	soft     softIndex
 	softLog  []softWrite
 	leases   map[string]*memLease
@@ -121,7 +121,7 @@ func (m *Memory) PutPool(_ context.Context, name string, cfg PoolConfig) error {
 	if p == nil {
 		m.pools[name] = &memPool{
 			name: name, cfg: cfg, workers: map[string]*memWorker{}, slots: []*memRank{nil},
-			events: eventIndex{}, soft: softIndex{}, leases: map[string]*memLease{}, sessions: map[string]*memSession{},
+			events: &eventIndex{}, soft: softIndex{}, leases: map[string]*memLease{}, sessions: map[string]*memSession{},
 		}
 		return nil
 	}

@@ -74,12 +74,13 @@ func (p *memPool) applyOne(w *memWorker, ev *Event, res *ApplyResult) {
 		var parent uint64
 		pos := int32(0)
 		if ev.HasParent {
-			seq, ok := r.idx.byEngine[ev.Parent]
+			seq, ok := r.idx.byEngine.Get(ev.Parent)
 			if !ok {
 				res.ParentNotFound++
 				return
 			}
-			parent, pos = seq, r.idx.blocks[seq].pos+1
+			pb, _ := r.idx.blocks.Get(seq)
+			parent, pos = seq, pb.pos+1
 		}
 		for _, blk := range ev.Blocks {
 			var seq uint64
@@ -97,7 +98,7 @@ func (p *memPool) applyOne(w *memWorker, ev *Event, res *ApplyResult) {
 		res.Applied++
 	case EventRemoved:
 		for _, h := range ev.Removed {
-			seq, ok := r.idx.byEngine[h]
+			seq, ok := r.idx.byEngine.Get(h)
 			if !ok || !r.idx.unstore(p.events, seq, h, ev.Tier) {
 				res.BlockNotFound++
 				continue

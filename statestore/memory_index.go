@@ -31,15 +31,16 @@ type rankBlock struct {
 // rankIndex is one slot's view of one (worker, dp_rank).
 type rankIndex struct {
 	slot      slotID
-	byEngine  map[uint64]uint64 // engine hash → sequence hash
-	blocks    map[uint64]rankBlock
+	byEngine  u64Map[uint64] // engine hash → sequence hash
+	blocks    u64Map[rankBlock]
+	reclaimAt int   // reclamation cursor (table slot of blocks) once the index is dead
 	held      int64 // blocks with tiers != 0
 	orphans   int64 // held blocks at pos > 0 whose parent is not held
 	nonDevice int64 // held blocks without the device tier
 }
 
 func newRankIndex(slot slotID) *rankIndex {
-	return &rankIndex{slot: slot, byEngine: map[uint64]uint64{}, blocks: map[uint64]rankBlock{}}
+	return &rankIndex{slot: slot}
 }
 
 // bestTier returns the best (lowest) tier in a tier mask.
@@ -53,33 +54,91 @@ func bestTier(tiers uint8) Tier {
 	return TierDisk
 }
 
-// eventIndex is the pool-wide event layer: sequence hash → holding slots.
-type eventIndex map[uint64][]slotID
-
-func (ix eventIndex) add(seq uint64, s slotID) {
-	ix[seq] = append(ix[seq], s)
+// holders is the set of slots holding one block: three inline (most blocks are held by one or a few
+// ranks), the rest in an overflow slice.
+type holders struct {
+	inline [3]slotID
+	n      int32
+	more   *[]slotID
 }
 
-func (ix eventIndex) remove(seq uint64, s slotID) {
-	hs := ix[seq]
-	for i, h := range hs {
-		if h == s {
-			hs[i] = hs[len(hs)-1]
-			hs = hs[:len(hs)-1]
-			break
+func (h *holders) at(i int) slotID {
+	if i < 3 {
+		return h.inline[i]
+	}
+	return (*h.more)[i-3]
+}
+
+func (h *holders) contains(s slotID) bool {
+	for i := 0; i < int(h.n); i++ {
+		if h.at(i) == s {
+			return true
 		}
 	}
-	if len(hs) == 0 {
-		delete(ix, seq)
+	return false
+}
+
+func (h *holders) add(s slotID) {
+	if h.n < 3 {
+		h.inline[h.n] = s
 	} else {
-		ix[seq] = hs
+		if h.more == nil {
+			h.more = new([]slotID)
+		}
+		*h.more = append(*h.more, s)
 	}
+	h.n++
+}
+
+// remove deletes s (swap with the last holder).
+func (h *holders) remove(s slotID) {
+	for i := 0; i < int(h.n); i++ {
+		if h.at(i) != s {
+			continue
+		}
+		last := h.at(int(h.n) - 1)
+		if i < 3 {
+			h.inline[i] = last
+		} else {
+			(*h.more)[i-3] = last
+		}
+		if h.n > 3 {
+			*h.more = (*h.more)[:len(*h.more)-1]
+		}
+		h.n--
+		return
+	}
+}
+
+// eventIndex is the pool-wide event layer: sequence hash → holding slots.
+type eventIndex struct{ m u64Map[holders] }
+
+func (ix *eventIndex) add(seq uint64, s slotID) { ix.m.Ref(seq).add(s) }
+
+func (ix *eventIndex) remove(seq uint64, s slotID) {
+	i := ix.m.find(seq)
+	if i < 0 {
+		return
+	}
+	h := &ix.m.slots[i].val
+	h.remove(s)
+	if h.n == 0 {
+		ix.m.Delete(seq)
+	}
+}
+
+// get returns the holders of seq (nil if none); valid until the index changes.
+func (ix *eventIndex) get(seq uint64) *holders {
+	if i := ix.m.find(seq); i >= 0 {
+		return &ix.m.slots[i].val
+	}
+	return nil
 }
 
 // store marks seq (at pos, child of parent) held in tier t on rank r. It reports whether anything changed.
-func (r *rankIndex) store(ix eventIndex, seq, parent uint64, pos int32, engine uint64, t Tier) bool {
-	r.byEngine[engine] = seq
-	b, ok := r.blocks[seq]
+func (r *rankIndex) store(ix *eventIndex, seq, parent uint64, pos int32, engine uint64, t Tier) bool {
+	r.byEngine.Put(engine, seq)
+	b, ok := r.blocks.Get(seq)
 	bit := uint8(1) << t
 	if ok && b.tiers != 0 {
 		if b.tiers&bit != 0 {
@@ -90,21 +149,20 @@ func (r *rankIndex) store(ix eventIndex, seq, parent uint64, pos int32, engine u
 		if !hadDevice && t == TierDevice {
 			r.nonDevice--
 		}
-		r.blocks[seq] = b
+		r.blocks.Put(seq, b)
 		return true
 	}
 	// Newly held (or revived placeholder).
 	b.parent, b.pos, b.tiers = parent, pos, bit
-	r.blocks[seq] = b
+	r.blocks.Put(seq, b)
 	r.held++
 	if t != TierDevice {
 		r.nonDevice++
 	}
 	r.orphans -= int64(b.children) // its held children are attached again
 	if pos > 0 {
-		p := r.blocks[parent]
+		p := r.blocks.Ref(parent)
 		p.children++
-		r.blocks[parent] = p
 		if p.tiers == 0 {
 			r.orphans++
 		}
@@ -114,8 +172,8 @@ func (r *rankIndex) store(ix eventIndex, seq, parent uint64, pos int32, engine u
 }
 
 // unstore drops tier t of seq on rank r; it reports whether the rank held seq in that tier.
-func (r *rankIndex) unstore(ix eventIndex, seq uint64, engine uint64, t Tier) bool {
-	b, ok := r.blocks[seq]
+func (r *rankIndex) unstore(ix *eventIndex, seq uint64, engine uint64, t Tier) bool {
+	b, ok := r.blocks.Get(seq)
 	bit := uint8(1) << t
 	if !ok || b.tiers&bit == 0 {
 		return false
@@ -126,32 +184,30 @@ func (r *rankIndex) unstore(ix eventIndex, seq uint64, engine uint64, t Tier) bo
 		if hadDevice && t == TierDevice {
 			r.nonDevice++
 		}
-		r.blocks[seq] = b
+		r.blocks.Put(seq, b)
 		return true
 	}
 	// No longer held.
-	delete(r.byEngine, engine)
+	r.byEngine.Delete(engine)
 	r.held--
 	if !hadDevice {
 		r.nonDevice--
 	}
 	r.orphans += int64(b.children)
 	if b.pos > 0 {
-		p := r.blocks[b.parent]
+		p := r.blocks.Ref(b.parent)
 		if p.tiers == 0 {
 			r.orphans-- // it was an orphan itself
 		}
 		p.children--
 		if p.tiers == 0 && p.children == 0 {
-			delete(r.blocks, b.parent)
-		} else {
-			r.blocks[b.parent] = p
+			r.blocks.Delete(b.parent)
 		}
 	}
 	if b.children == 0 {
-		delete(r.blocks, seq)
+		r.blocks.Delete(seq)
 	} else {
-		r.blocks[seq] = b
+		r.blocks.Put(seq, b)
 	}
 	ix.remove(seq, r.slot)
 	return true
@@ -159,24 +215,24 @@ func (r *rankIndex) unstore(ix eventIndex, seq uint64, engine uint64, t Tier) bo
 
 // holds reports whether rank r holds seq in any tier.
 func (r *rankIndex) holds(seq uint64) bool {
-	return r.blocks[seq].tiers != 0
+	b, _ := r.blocks.Get(seq)
+	return b.tiers != 0
 }
 
-// reclaim deletes up to budget of a dead rank index's entries from the pool index; it returns the
-// number of entries processed and whether the index is now empty.
-func (r *rankIndex) reclaim(ix eventIndex, budget int) (int, bool) {
+// reclaim removes up to budget of a dead rank index's entries from the pool index, resuming where the
+// previous call stopped; it returns the number of table slots visited and whether it finished.
+func (r *rankIndex) reclaim(ix *eventIndex, budget int) (int, bool) {
 	n := 0
-	for seq, b := range r.blocks {
+	for ; r.reclaimAt < len(r.blocks.slots); r.reclaimAt++ {
 		if n >= budget {
 			return n, false
 		}
-		if b.tiers != 0 {
-			ix.remove(seq, r.slot)
-		}
-		delete(r.blocks, seq)
 		n++
+		if sl := &r.blocks.slots[r.reclaimAt]; sl.used && sl.val.tiers != 0 {
+			ix.remove(sl.key, r.slot)
+		}
 	}
-	clear(r.byEngine)
+	r.blocks, r.byEngine = u64Map[rankBlock]{}, u64Map[uint64]{}
 	return n, true
 }
 

@@ -60,7 +60,7 @@ func jumpDepths(h holderSet, d int, depth map[slotID]int) {
 
 // eventHolders answers holder queries on the event layer for one query.
 type eventHolders struct {
-	ix   eventIndex
+	ix   *eventIndex
 	seq  []uint64
 	live func(slotID) bool
 	skip func(slotID) bool // slots matched linearly instead
@@ -69,8 +69,12 @@ type eventHolders struct {
 
 func (e *eventHolders) at(i int) []slotID {
 	e.buf = e.buf[:0]
-	for _, s := range e.ix[e.seq[i]] {
-		if e.live(s) && !e.skip(s) {
+	h := e.ix.get(e.seq[i])
+	if h == nil {
+		return e.buf
+	}
+	for j := 0; j < int(h.n); j++ {
+		if s := h.at(j); e.live(s) && !e.skip(s) {
 			e.buf = append(e.buf, s)
 		}
 	}
@@ -78,12 +82,8 @@ func (e *eventHolders) at(i int) []slotID {
 }
 
 func (e *eventHolders) contains(i int, s slotID) bool {
-	for _, h := range e.ix[e.seq[i]] {
-		if h == s {
-			return true
-		}
-	}
-	return false
+	h := e.ix.get(e.seq[i])
+	return h != nil && h.contains(s)
 }
 
 // softHolders answers holder queries on the soft layer at time now.
@@ -130,7 +130,8 @@ func tierSplit(r *rankIndex, seq []uint64, depth int) (dev, host, disk int) {
 		return depth, 0, 0
 	}
 	for _, s := range seq[:depth] {
-		switch bestTier(r.blocks[s].tiers) {
+		b, _ := r.blocks.Get(s)
+		switch bestTier(b.tiers) {
 		case TierDevice:
 			dev++
 		case TierHost:

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"sort"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/kvrouter/kvrouter/engine"
@@ -29,13 +31,17 @@ type indexOp struct {
 }
 
 type indexBenchResult struct {
-	Trace            string  `json:"trace"`
-	Workers          int     `json:"workers"`
-	EngineBlock      int     `json:"engine_block"`
-	CapacityBlocks   int     `json:"capacity_blocks"`
-	Goroutines       int     `json:"goroutines"`
-	Passes           int     `json:"passes"`
-	Seconds          float64 `json:"seconds"`
+	Trace          string  `json:"trace"`
+	Workers        int     `json:"workers"`
+	EngineBlock    int     `json:"engine_block"`
+	CapacityBlocks int     `json:"capacity_blocks"`
+	Goroutines     int     `json:"goroutines"`
+	Passes         int     `json:"passes"`
+	Seconds        float64 `json:"seconds"`
+	// CPUSeconds is the process's user+system CPU time over the measured passes (includes the lookup
+	// timing and GC); on a shared, loaded machine block_ops_per_cpu_s is the steadier number.
+	CPUSeconds       float64 `json:"cpu_seconds"`
+	BlockOpsPerCPUS  float64 `json:"block_ops_per_cpu_s"`
 	BlockOpsPerS     float64 `json:"block_ops_per_s"`
 	OpsPerS          float64 `json:"ops_per_s"`
 	LookupP50us      float64 `json:"lookup_p50_us"`
@@ -60,6 +66,7 @@ func runBenchIndex(ctx context.Context, args []string) error {
 	goroutines := fs.Int("goroutines", 1, "replay goroutines (0 = GOMAXPROCS); workers are partitioned over them")
 	duration := fs.Duration("duration", 0, "repeat the replay (fresh index each pass) until this much time was measured; 0 = one pass")
 	limit := fs.Int("requests", 0, "use only the first N requests of the trace (0 = all)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measured passes to this file")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -91,13 +98,26 @@ func runBenchIndex(ctx context.Context, args []string) error {
 		return err
 	}
 	res := indexBenchResult{Trace: *tracePath, Workers: *workers, EngineBlock: *engineBlock, CapacityBlocks: capacity, Goroutines: *goroutines}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	var lat []time.Duration
-	var elapsed time.Duration
+	var elapsed, cpu time.Duration
 	for pass := 0; pass == 0 || elapsed < *duration; pass++ {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		c0 := processCPU()
 		r, l, d, err := runIndexPass(ctx, ops, *workers, *engineBlock, *goroutines, pass == 0)
+		cpu += processCPU() - c0
 		if err != nil {
 			return err
 		}
@@ -113,6 +133,8 @@ func runBenchIndex(ctx context.Context, args []string) error {
 		res.Passes++
 	}
 	res.Seconds = elapsed.Seconds()
+	res.CPUSeconds = cpu.Seconds()
+	res.BlockOpsPerCPUS = float64(res.QueryBlocks+res.StoredBlocks) / res.CPUSeconds
 	res.BlockOpsPerS = float64(res.QueryBlocks+res.StoredBlocks) / res.Seconds
 	res.OpsPerS = float64(res.Lookups+res.Events) / res.Seconds
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
@@ -291,4 +313,13 @@ func runIndexPass(ctx context.Context, ops []indexOp, workers, engineBlock, g in
 		runtime.KeepAlive(st)
 	}
 	return res, lat, elapsed, nil
+}
+
+// processCPU returns the process's user+system CPU time.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

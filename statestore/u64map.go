@@ -1,0 +1,127 @@
+package statestore
+
+import "math/bits"
+
+// u64Map is a hash map from uint64 keys to V: open addressing with linear probing, Fibonacci hashing
+// (multiply by 2^64/φ, keep the top bits) and backward-shift deletion (Knuth, TAOCP vol. 3, 6.4
+// Algorithm R), so deletions leave no tombstones. The index lives under constant store/evict churn; Go's
+// built-in map accumulates tombstones under that churn and its probe sequences grew long enough to be
+// most of the index's time (pprof: maps.ctrlGroup.matchH2). The table doubles at load 1/2.
+type u64Map[V any] struct {
+	slots []u64Slot[V]
+	shift uint // 64 − log2(len(slots))
+	mask  uint64
+	n     int
+}
+
+type u64Slot[V any] struct {
+	key  uint64
+	used bool
+	val  V
+}
+
+func (m *u64Map[V]) home(key uint64) uint64 { return (key * 0x9e3779b97f4a7c15) >> m.shift }
+
+func (m *u64Map[V]) init(size int) {
+	m.slots = make([]u64Slot[V], size)
+	m.shift = uint(64 - bits.TrailingZeros(uint(size)))
+	m.mask = uint64(size - 1)
+}
+
+// Len returns the number of keys.
+func (m *u64Map[V]) Len() int { return m.n }
+
+// find returns the slot index of key, or -1.
+func (m *u64Map[V]) find(key uint64) int {
+	if m.n == 0 {
+		return -1
+	}
+	for i := m.home(key); ; i = (i + 1) & m.mask {
+		s := &m.slots[i]
+		if !s.used {
+			return -1
+		}
+		if s.key == key {
+			return int(i)
+		}
+	}
+}
+
+// Get returns the value of key (the zero value if absent) and whether it was present.
+func (m *u64Map[V]) Get(key uint64) (V, bool) {
+	if i := m.find(key); i >= 0 {
+		return m.slots[i].val, true
+	}
+	var zero V
+	return zero, false
+}
+
+// Ref returns a pointer to key's value, inserting the zero value if absent. The pointer is valid until
+// the next insertion or deletion.
+func (m *u64Map[V]) Ref(key uint64) *V {
+	if i := m.find(key); i >= 0 {
+		return &m.slots[i].val
+	}
+	if 2*(m.n+1) > len(m.slots) {
+		m.grow()
+	}
+	i := m.home(key)
+	for m.slots[i].used {
+		i = (i + 1) & m.mask
+	}
+	m.slots[i] = u64Slot[V]{key: key, used: true}
+	m.n++
+	return &m.slots[i].val
+}
+
+// Put sets key's value.
+func (m *u64Map[V]) Put(key uint64, v V) { *m.Ref(key) = v }
+
+func (m *u64Map[V]) grow() {
+	old := m.slots
+	size := 8
+	if len(old) > 0 {
+		size = 2 * len(old)
+	}
+	m.init(size)
+	for i := range old {
+		if old[i].used {
+			j := m.home(old[i].key)
+			for m.slots[j].used {
+				j = (j + 1) & m.mask
+			}
+			m.slots[j] = old[i]
+		}
+	}
+}
+
+// Delete removes key if present, shifting later entries of its probe chain back.
+func (m *u64Map[V]) Delete(key uint64) {
+	i := m.find(key)
+	if i < 0 {
+		return
+	}
+	m.n--
+	u := uint64(i)
+	for j := (u + 1) & m.mask; m.slots[j].used; j = (j + 1) & m.mask {
+		h := m.home(m.slots[j].key)
+		// Move slot j back to u unless its home lies cyclically in (u, j].
+		if (j > u && (h <= u || h > j)) || (j < u && h <= u && h > j) {
+			m.slots[u] = m.slots[j]
+			u = j
+		}
+	}
+	m.slots[u] = u64Slot[V]{}
+	if m.n == 0 && len(m.slots) > 1024 {
+		m.slots, m.shift, m.mask = nil, 0, 0 // give a cleared index's memory back
+	}
+}
+
+// Range calls f for every key and value until f returns false. f must not insert or delete.
+func (m *u64Map[V]) Range(f func(key uint64, v *V) bool) {
+	for i := range m.slots {
+		if m.slots[i].used && !f(m.slots[i].key, &m.slots[i].val) {
+			return
+		}
+	}
+}

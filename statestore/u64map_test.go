@@ -1,0 +1,46 @@
+package statestore
+
+import (
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+func TestU64MapMatchesGoMap(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var m u64Map[int]
+		ref := map[uint64]int{}
+		for range rapid.IntRange(0, 2000).Draw(t, "ops") {
+			k := rapid.Uint64Range(0, 64).Draw(t, "k") * rapid.SampledFrom([]uint64{1, 1 << 58, 0x9e3779b97f4a7c15}).Draw(t, "spread")
+			switch rapid.IntRange(0, 2).Draw(t, "op") {
+			case 0:
+				v := rapid.Int().Draw(t, "v")
+				m.Put(k, v)
+				ref[k] = v
+			case 1:
+				m.Delete(k)
+				delete(ref, k)
+			default:
+				got, ok := m.Get(k)
+				want, wok := ref[k]
+				if ok != wok || got != want {
+					t.Fatalf("get %d: %v %v, want %v %v", k, got, ok, want, wok)
+				}
+			}
+			if m.Len() != len(ref) {
+				t.Fatalf("len %d, want %d", m.Len(), len(ref))
+			}
+		}
+		n := 0
+		m.Range(func(k uint64, v *int) bool {
+			if ref[k] != *v {
+				t.Fatalf("range %d: %d want %d", k, *v, ref[k])
+			}
+			n++
+			return true
+		})
+		if n != len(ref) {
+			t.Fatalf("range saw %d keys, want %d", n, len(ref))
+		}
+	})
+}
