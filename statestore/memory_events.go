@@ -10,6 +10,9 @@ import (
 // epoch and event id (SPEC §4.1).
 func (m *Memory) ApplyEvents(_ context.Context, b EventBatch) (ApplyResult, error) {
 	var res ApplyResult
+	if err := ValidateBatch(&b); err != nil {
+		return res, err
+	}
 	p, err := m.pool(b.Pool)
 	if err != nil {
 		return res, err
@@ -112,7 +115,5 @@ func (p *memPool) applyOne(w *memWorker, ev *Event, res *ApplyResult) {
 			rr.degraded = false
 		}
 		res.Applied++
-	default:
-		res.Stale++ // unreachable: kinds are validated by the decoders
 	}
 }
