@@ -13,7 +13,8 @@ local lp = redis.call('HGET', K_LS, id)
 if not lp then return {'ok', 0} end
 local l = cmsgpack.unpack(lp)
 if op == 'prefill_done' then
-  if rid_alive(l[1]) then redis.call('HINCRBY', K_LD, 'p' .. l[1], 0 - l[2]) end
+  local i = rid_index(l[1])
+  if i then ld_add(i, 0 - l[2], 0, 0) end
   l[2] = 0
   redis.call('HSET', K_LS, id, cmsgpack.pack(l))
 elseif op == 'done' then

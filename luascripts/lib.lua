@@ -3,11 +3,14 @@
 --
 -- KEYS (the same list for every script; built by statestore.poolKeys, all under the pool's hash tag):
 --   1 cfg     HASH   pool knobs (short field names, numbers as %.17g strings)
---   2 roster  STRING cmsgpack array of candidates in (worker id bytes, dp rank) order:
---                    {wid, rank, rid, slot, url, max_num_batched_tokens, total_kv_blocks, kv_events(-1/0/1)}
+--   2 ro      STRING packed roster: candidates in (worker id bytes, dp rank) order. u32 n, then n fixed
+--                    RW-byte records (RREC: slot u32, rid u32, rank u32, max_num_batched_tokens f64,
+--                    total_kv_blocks f64, kv_events i8 (-1/0/1), worker id offset u32, length u32, url
+--                    offset u32, length u32), then the strings area (offsets are relative to its start).
 --   3 wk      HASH   worker id -> cmsgpack {url, dp, tkv, mnbt, kve, rids{}, slots{}}
 --   4 seen    HASH   worker id -> last heartbeat/event, ms
---   5 ld      HASH   "p"|"d"|"r"..rid -> active prefill tokens | decode blocks | requests (present = rank alive)
+--   5 lv      STRING loads, 24 bytes per roster candidate, same order: prefill tokens, decode blocks,
+--                    requests (f64 each; a rank id is alive iff it is in the roster)
 --   6 fence   HASH   "e"..rid epoch, "i"..rid last event id (20 zero-padded digits), "g"..rid degraded
 --   7 sc      HASH   counters: "slot", "rid", "sgen", "rc" (reclaim cursor), "h"..slot held blocks
 --   8 orph    HASH   slot -> held blocks whose parent is not held (only non-zero entries)
@@ -39,47 +42,136 @@ local function sbucket(seq) local a, b = string.byte(seq, 7, 8); return K_S .. (
 local function gkey(slot, engine) return K_G .. slot .. ':' .. string.byte(engine, 8) end
 
 local CFG_FIELDS = {'bs', 'osc', 'hw', 'dw', 'pls', 'decay', 'rw', 'temp', 'bpf', 'bdf', 'kve', 'attl', 'pttl', 'sttl', 'lttl', 'wttl', 'mpt'}
+local CFG_FMT = '>' .. string.rep('d', #CFG_FIELDS)   -- cfg field 'bin': every knob as f64, CFG_FIELDS order
 
 -- cfg_get returns the pool's knobs as numbers, or nil when the pool does not exist.
 local function cfg_get()
+  local c = {}
+  local b = redis.call('HGET', K_CFG, 'bin')
+  if b then
+    local v = {struct.unpack(CFG_FMT, b)}
+    for i, f in ipairs(CFG_FIELDS) do c[f] = v[i] end
+    return c
+  end
   local v = redis.call('HMGET', K_CFG, unpack(CFG_FIELDS))
   if not v[1] then return nil end
-  local c = {}
   for i, f in ipairs(CFG_FIELDS) do c[f] = tonumber(v[i]) end
   return c
 end
 
-local function roster_get()
-  local r = redis.call('GET', K_ROSTER)
-  if not r then return {} end
-  return cmsgpack.unpack(r)
+-- Packed roster (KEYS[2]) and loads (KEYS[5]); see the key list above.
+local RREC, RW = '>I4I4I4ddbI4I4I4I4', 45
+local ZERO24 = string.rep('\0', 24)
+local ROS = nil
+local function ros()
+  if not ROS then
+    local s = redis.call('GET', K_ROSTER)
+    if not s then ROS = {s = '', n = 0, str = 5}
+    else local n = struct.unpack('>I4', s, 1); ROS = {s = s, n = n, str = 5 + n * RW} end
+  end
+  return ROS
+end
+-- rrec returns candidate i (1-based): slot, rid, rank, max_num_batched_tokens, total_kv_blocks, kv_events, wid, url.
+local function rrec(i)
+  local R = ROS
+  local slot, rid, rank, mnbt, tkv, kve, wo, wl, uo, ul = struct.unpack(RREC, R.s, 5 + (i - 1) * RW)
+  return slot, rid, rank, mnbt, tkv, kve, string.sub(R.s, R.str + wo, R.str + wo + wl - 1), string.sub(R.s, R.str + uo, R.str + uo + ul - 1)
+end
+local function rwid(i)
+  local R = ROS
+  local wo, wl = struct.unpack('>I4I4', R.s, 5 + (i - 1) * RW + 29)
+  return string.sub(R.s, R.str + wo, R.str + wo + wl - 1)
+end
+-- bulk_unpack: fields of fixed-width records, one struct.unpack call per 128 records (Lua stack bound).
+-- rec: format of the fields read from one record (no '>'); skip: bytes skipped between records.
+local function bulk_unpack(s, from, n, rec, per, skip, out)
+  out = out or {}
+  local i = 0
+  local stride = nil
+  while i < n do
+    local k = n - i
+    if k > 128 then k = 128 end
+    local fmt = '>' .. string.rep(rec .. string.rep('x', skip), k - 1) .. rec
+    local v = {struct.unpack(fmt, s, from)}
+    if i == 0 and k == n then return v end
+    local b = i * per
+    for j = 1, k * per do out[b + j] = v[j] end
+    from = v[k * per + 1] + skip
+    i = i + k
+  end
+  return out
+end
+-- rcol returns field values of every candidate (fmt/size: field format and width at byte offset off).
+local function rcol(off, fmt, size)
+  local R = ros()
+  if R.n == 0 then return {} end
+  return bulk_unpack(R.s, 5 + off, R.n, fmt, 1, RW - size)
+end
+-- rid_index returns the roster index (1-based) of rank id rid, or nil (the rank is gone).
+local function rid_index(rid)
+  local R = ros()
+  local key = struct.pack('>I4', rid)
+  local from = 9
+  while true do
+    local p = string.find(R.s, key, from, true)
+    if not p or p >= R.str then return nil end
+    if (p - 9) % RW == 0 then return (p - 9) / RW + 1 end
+    from = p + 1
+  end
+end
+-- ld_read / ld_add: one candidate's loads (prefill tokens, decode blocks, requests).
+local function ld_read(i)
+  local off = (i - 1) * 24
+  local v = redis.call('GETRANGE', K_LD, off, off + 23)
+  if #v ~= 24 then return 0, 0, 0 end
+  return struct.unpack('>ddd', v)
+end
+local function ld_add(i, a, b, c)
+  local p, d, r = ld_read(i)
+  redis.call('SETRANGE', K_LD, (i - 1) * 24, struct.pack('>ddd', p + a, d + b, r + c))
 end
 
--- roster_rebuild writes the candidate list from wz + wk (wkc: optional cache of changed worker records).
+-- roster_rebuild writes the candidate list from wz + wk (wkc: optional cache of changed worker records),
+-- carrying each surviving rank id's loads to its new position (new rank ids start at 0).
 local function roster_rebuild(wkc)
+  local old = ros()
+  local lds = redis.call('GET', K_LD) or ''
+  local oldl = {}
+  for i = 1, old.n do
+    local rid = struct.unpack('>I4', old.s, 5 + (i - 1) * RW + 4)
+    oldl[rid] = string.sub(lds, (i - 1) * 24 + 1, i * 24)
+  end
   local ids = redis.call('ZRANGE', K_WZ, 0, -1)
-  local out = {}
+  local recs, strs, lv = {}, {}, {}
+  local soff = 0
   for _, id in ipairs(ids) do
     local w = wkc and wkc[id]
     if not w then w = cmsgpack.unpack(redis.call('HGET', K_WK, id)) end
     for r = 1, w[2] do
-      out[#out + 1] = {id, r - 1, w[6][r], w[7][r], w[1], w[4], w[3], w[5]}
+      local rid = w[6][r]
+      recs[#recs + 1] = struct.pack(RREC, w[7][r], rid, r - 1, w[4], w[3], w[5], soff, #id, soff + #id, #w[1])
+      strs[#strs + 1] = id .. w[1]
+      soff = soff + #id + #w[1]
+      local l = oldl[rid]
+      if not l or #l ~= 24 then l = ZERO24 end
+      lv[#lv + 1] = l
     end
   end
-  if #out == 0 then redis.call('DEL', K_ROSTER) else redis.call('SET', K_ROSTER, cmsgpack.pack(out)) end
-  return out
+  if #recs == 0 then
+    redis.call('DEL', K_ROSTER, K_LD)
+    ROS = {s = '', n = 0, str = 5}
+  else
+    local s = struct.pack('>I4', #recs) .. table.concat(recs) .. table.concat(strs)
+    redis.call('SET', K_ROSTER, s)
+    redis.call('SET', K_LD, table.concat(lv))
+    ROS = {s = s, n = #recs, str = 5 + #recs * RW}
+  end
 end
-
-local function rid_alive(rid) return redis.call('HEXISTS', K_LD, 'r' .. rid) == 1 end
 
 -- end_lease releases a lease's remaining load and its session hold at time t (memory: endLease).
 local function end_lease(id, l, t)
-  local rid = l[1]
-  if rid_alive(rid) then
-    redis.call('HINCRBY', K_LD, 'p' .. rid, 0 - l[2])
-    redis.call('HINCRBY', K_LD, 'd' .. rid, 0 - l[3])
-    redis.call('HINCRBY', K_LD, 'r' .. rid, -1)
-  end
+  local i = rid_index(l[1])
+  if i then ld_add(i, 0 - l[2], 0 - l[3], -1) end
   redis.call('HDEL', K_LS, id)
   redis.call('ZREM', K_LX, id)
   if l[5] ~= '' then

@@ -9,4 +9,7 @@ if old and tonumber(old) ~= tonumber(ARGV[2]) and redis.call('HLEN', K_WK) > 0 t
   return {'conflict', tonumber(old)}
 end
 redis.call('HSET', K_CFG, unpack(ARGV))
+local v = redis.call('HMGET', K_CFG, unpack(CFG_FIELDS))
+for i = 1, #v do v[i] = tonumber(v[i]) or 0 end
+redis.call('HSET', K_CFG, 'bin', struct.pack(CFG_FMT, unpack(v)))
 return {'ok'}

@@ -26,12 +26,10 @@ while w[2] < dp do
   w[2] = w[2] + 1
   w[6][w[2]] = rid
   w[7][w[2]] = new_slot()
-  redis.call('HSET', K_LD, 'p' .. rid, 0, 'd' .. rid, 0, 'r' .. rid, 0)
 end
 while w[2] > dp do
   local rid, slot = w[6][w[2]], w[7][w[2]]
   redis.call('RPUSH', K_DEAD, slot)
-  redis.call('HDEL', K_LD, 'p' .. rid, 'd' .. rid, 'r' .. rid)
   redis.call('HDEL', K_FENCE, 'e' .. rid, 'i' .. rid, 'g' .. rid)
   w[6][w[2]], w[7][w[2]] = nil, nil
   w[2] = w[2] - 1

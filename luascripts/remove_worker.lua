@@ -13,7 +13,6 @@ local w = cmsgpack.unpack(wp)
 for r = 1, w[2] do
   local rid = w[6][r]
   redis.call('RPUSH', K_DEAD, w[7][r])
-  redis.call('HDEL', K_LD, 'p' .. rid, 'd' .. rid, 'r' .. rid)
   redis.call('HDEL', K_FENCE, 'e' .. rid, 'i' .. rid, 'g' .. rid)
 end
 redis.call('HDEL', K_WK, wid)

@@ -31,9 +31,11 @@ if mode ~= 'query' then
   if mode == 'route' and redis.call('HEXISTS', K_LS, reqid) == 1 then return {'conflict'} end
 end
 
-local roster = roster_get()
+local RO = ros()
+local N = RO.n
+local SL = rcol(0, 'I4', 4)   -- candidate -> slot
 local live = {}       -- slot -> roster index
-for i, c in ipairs(roster) do live[c[4]] = i end
+for i = 1, N do live[SL[i]] = i end
 local orph = {}
 do
   local kv = redis.call('HGETALL', K_ORPH)
@@ -42,21 +44,36 @@ end
 local SEQ = {}
 for i = 0, D - 1 do SEQ[i] = string.sub(seqs, i * 8 + 1, i * 8 + 8) end
 
--- Event layer: EH[i] = {slot -> tiers} of held records at query position i (all slots).
-local EH = {}
-local function eh(i)
-  local h = EH[i]
-  if h then return h end
-  h = {}
-  local s = redis.call('HGET', ebucket(SEQ[i]), SEQ[i])
-  if s then
-    for off = 10, #s, 9 do
-      local slot, t = struct.unpack('>I4B', s, off)
-      if t ~= 0 then h[slot] = t end
-    end
+-- Event layer: ER[i] = the raw entry at query position i ('' none): parent seq 8 ‖ is_child 1 ‖
+-- {slot u32, tiers u8, children i32}*. A slot is looked up with string.find on its 4 bytes, accepting only
+-- matches aligned to a record, so no probe parses the other holders' records.
+local ER = {}
+local function eraw(i)
+  local s = ER[i]
+  if not s then
+    s = redis.call('HGET', ebucket(SEQ[i]), SEQ[i]) or ''
+    ER[i] = s
   end
-  EH[i] = h
-  return h
+  return s
+end
+local SK = {}
+-- etier returns the tiers of slot's record at position i, or nil when it holds none there.
+local function etier(i, slot)
+  local s = eraw(i)
+  if #s < 18 then return nil end
+  local key = SK[slot]
+  if not key then key = struct.pack('>I4', slot); SK[slot] = key end
+  local from = 10
+  while true do
+    local p = string.find(s, key, from, true)
+    if not p then return nil end
+    if (p - 10) % 9 == 0 then
+      local t = string.byte(s, p + 4)
+      if t ~= 0 then return t end
+      return nil
+    end
+    from = p + 1
+  end
 end
 -- Soft layer: SH[i] = {slot -> expiry}.
 local SH = {}
@@ -103,16 +120,22 @@ local function jump_depths(at0, contains, d, depth)
 end
 
 local ev = {}
-if D > 0 then
+if D > 0 and N > 0 then
   local at0 = {}
-  for s in pairs(eh(0)) do
-    if live[s] and not orph[s] then at0[#at0 + 1] = s end
+  local s0 = eraw(0)
+  local nrec = (#s0 - 9) / 9
+  if nrec > 0 then
+    local v = bulk_unpack(s0, 10, nrec, 'I4B', 2, 4)
+    for j = 1, 2 * nrec, 2 do
+      local s = v[j]
+      if v[j + 1] ~= 0 and live[s] and not orph[s] then at0[#at0 + 1] = s end
+    end
   end
-  jump_depths(at0, function(i, s) return eh(i)[s] ~= nil end, D, ev)
+  jump_depths(at0, function(i, s) return etier(i, s) ~= nil end, D, ev)
   for s in pairs(orph) do
     if live[s] then
       local d = 0
-      while d < D and eh(d)[s] do d = d + 1 end
+      while d < D and etier(d, s) do d = d + 1 end
       if d > 0 then ev[s] = d end
     end
   end
@@ -130,7 +153,7 @@ for s, d in pairs(ev) do
   if ndc[s] then
     dev = 0
     for i = 0, d - 1 do
-      local t = eh(i)[s]
+      local t = etier(i, s)
       if bit.band(t, 1) ~= 0 then dev = dev + 1 elseif bit.band(t, 2) ~= 0 then host = host + 1 else disk = disk + 1 end
     end
   end
@@ -159,9 +182,12 @@ end
 
 if mode == 'query' then
   local out = {'scores'}
-  for _, c in ipairs(roster) do
-    local _, _, _, d = effective(OV[c[4]])
-    if d > 0 then out[#out + 1] = {c[1], c[2], d} end
+  for i = 1, N do
+    local _, _, _, d = effective(OV[SL[i]])
+    if d > 0 then
+      local _, _, rank, _, _, _, wid = rrec(i)
+      out[#out + 1] = {wid, rank, d}
+    end
   end
   return out
 end
@@ -185,24 +211,32 @@ if cfg.wttl > 0 then
   for i = 1, #kv, 2 do seen[kv[i]] = tonumber(kv[i + 1]) end
 end
 local function is_live(wid) return cfg.wttl == 0 or now < (seen[wid] or 0) + cfg.wttl end
-local ld = {}
-do
-  local kv = redis.call('HGETALL', K_LD)
-  for i = 1, #kv, 2 do ld[kv[i]] = tonumber(kv[i + 1]) end
+-- Loads of every candidate, one GET: LV[3i-2..3i] = prefill tokens, decode blocks, requests.
+local LV = {}
+if N > 0 then
+  local lvs = redis.call('GET', K_LD) or ''
+  if #lvs == 24 * N then LV = bulk_unpack(lvs, 1, N, 'ddd', 3, 0) end
 end
+local MN = (bpf > 0) and rcol(12, 'd', 8) or nil
+local TK = (bdf > 0) and rcol(20, 'd', 8) or nil
+local widf = allowed or pinned ~= '' or cfg.wttl > 0
 
-local cands = {}
+local CP, CD, CR, CREASON = {}, {}, {}, {}
 local reasons, rorder = {}, {}
 local minPrefill, anyEligible = 0, false
-for i, c in ipairs(roster) do
-  local wid, rid = c[1], c[3]
-  local p, d, r = ld['p' .. rid] or 0, ld['d' .. rid] or 0, ld['r' .. rid] or 0
+for i = 1, N do
+  local p, d, r = LV[3 * i - 2] or 0, LV[3 * i - 1] or 0, LV[3 * i] or 0
   local reason = ''
-  if not is_live(wid) then reason = 'not_live'
-  elseif allowed and not allowed[wid] then reason = 'not_allowed'
-  elseif pinned ~= '' and wid ~= pinned then reason = 'not_pinned'
-  elseif bpf > 0 and c[6] > 0 and p > bpf * c[6] then reason = 'busy_prefill'
-  elseif bdf > 0 and c[7] > 0 and d > bdf * c[7] then reason = 'busy_decode'
+  if widf then
+    local wid = rwid(i)
+    if not is_live(wid) then reason = 'not_live'
+    elseif allowed and not allowed[wid] then reason = 'not_allowed'
+    elseif pinned ~= '' and wid ~= pinned then reason = 'not_pinned'
+    end
+  end
+  if reason ~= '' then
+  elseif MN and MN[i] > 0 and p > bpf * MN[i] then reason = 'busy_prefill'
+  elseif TK and TK[i] > 0 and d > bdf * TK[i] then reason = 'busy_decode'
   end
   if reason ~= '' then
     if not reasons[reason] then reasons[reason] = 0; rorder[#rorder + 1] = reason end
@@ -210,25 +244,27 @@ for i, c in ipairs(roster) do
   elseif not anyEligible or p < minPrefill then
     minPrefill, anyEligible = p, true
   end
-  cands[i] = {c = c, p = p, d = d, r = r, reason = reason, o = OV[c[4]]}
+  CP[i], CD[i], CR[i], CREASON[i] = p, d, r, reason
 end
 -- Cost (selection.go Cost), same operation order.
+local CCOST, CCRED = {}, {}
 local costs, idx = {}, {}
-for i, k in ipairs(cands) do
-  local dev, host, disk = effective(k.o)
+for i = 1, N do
+  local dev, host, disk = effective(OV[SL[i]])
+  local p = CP[i]
   local decay = 1.0
   if decay_d > 0 and required > 0 then
-    local excess = k.p - minPrefill
+    local excess = p - minPrefill
     if excess < 0 then excess = 0 end
     decay = 1 / (1 + decay_d * (excess / bs) / required)
   end
   local credit = osc * decay * dev + hw * host + dw * disk
-  local raw = (k.p + isl) / bs
+  local raw = (p + isl) / bs
   local prefill = raw - credit
   if prefill < 0 then prefill = 0 end
-  k.cost = pls * prefill + (k.d + required) + rw * k.r
-  k.credit = credit
-  if k.reason == '' then costs[#costs + 1] = k.cost; idx[#idx + 1] = i end
+  local cost = pls * prefill + (CD[i] + required) + rw * CR[i]
+  CCOST[i], CCRED[i] = cost, credit
+  if CREASON[i] == '' then costs[#costs + 1] = cost; idx[#idx + 1] = i end
 end
 -- Session affinity.
 local chosen, shit = -1, false
@@ -237,11 +273,10 @@ if cfg.sttl > 0 and session ~= '' then
   local sp = redis.call('HGET', K_SS, session)
   if sp then
     local s = cmsgpack.unpack(sp)
-    local ri = nil
-    for i, c in ipairs(roster) do if c[3] == s[1] then ri = i end end
-    if not ri or not is_live(roster[ri][1]) or (s[4] == 0 and now >= s[5] + cfg.sttl) then
+    local ri = rid_index(s[1])
+    if not ri or not is_live(rwid(ri)) or (s[4] == 0 and now >= s[5] + cfg.sttl) then
       sdel = true
-    elseif cands[ri].reason == '' then
+    elseif CREASON[ri] == '' then
       chosen, shit = ri, true
     end
   end
@@ -318,10 +353,12 @@ if mode == 'explain' then
   local rs = {}
   for _, k in ipairs(rorder) do rs[#rs + 1] = k; rs[#rs + 1] = reasons[k] end
   local cl = {}
-  for i, k in ipairs(cands) do
-    local dev, host, disk, depth = effective(k.o)
-    local o = k.o or {0, 0, 0, 0, 0}
-    cl[i] = {k.c[1], k.c[2], dev, host, disk, o[4], o[5], depth, f17(k.credit), k.p, k.d, k.r, f17(k.cost), k.reason, k.c[5]}
+  for i = 1, N do
+    local o = OV[SL[i]]
+    local dev, host, disk, depth = effective(o)
+    o = o or {0, 0, 0, 0, 0}
+    local _, _, rank, _, _, _, wid, url = rrec(i)
+    cl[i] = {wid, rank, dev, host, disk, o[4], o[5], depth, f17(CCRED[i]), CP[i], CD[i], CR[i], f17(CCOST[i]), CREASON[i], url}
   end
   return {'explain', required, chosen - 1 >= 0 and chosen - 1 or -1, shit and 1 or 0, rs, cl}
 end
@@ -332,22 +369,18 @@ if chosen < 0 then
 end
 
 -- Book.
-local k = cands[chosen]
-local c = k.c
-local rid, slot = c[3], c[4]
-local dev, _, _, depth = effective(k.o)
+local slot, rid, crank, _, _, ckve, cwid, curl = rrec(chosen)
+local dev, _, _, depth = effective(OV[slot])
 local booked = isl - dev * bs
 if booked < 0 then booked = 0 end
-redis.call('HINCRBY', K_LD, 'p' .. rid, booked)
-redis.call('HINCRBY', K_LD, 'd' .. rid, required)
-redis.call('HINCRBY', K_LD, 'r' .. rid, 1)
+redis.call('SETRANGE', K_LD, (chosen - 1) * 24, struct.pack('>ddd', CP[chosen] + booked, CD[chosen] + required, CR[chosen] + 1))
 local expiry = now + cfg.lttl
 local lsess, lgen = '', 0
 if cfg.sttl > 0 and session ~= '' then
   local s
   if not shit then
     local g = redis.call('HINCRBY', K_SC, 'sgen', 1)
-    s = {rid, c[1], g, 0, 0}
+    s = {rid, cwid, g, 0, 0}
   else
     s = cmsgpack.unpack(redis.call('HGET', K_SS, session))
   end
@@ -358,7 +391,7 @@ end
 redis.call('HSET', K_LS, reqid, cmsgpack.pack({rid, booked, required, expiry, lsess, lgen}))
 redis.call('ZADD', K_LX, expiry, reqid)
 local ttl = cfg.pttl
-local kve = c[8]
+local kve = ckve
 if kve < 0 then kve = cfg.kve end
 if kve == 0 then ttl = cfg.attl end
 if ttl > 0 and D > 0 then
@@ -381,4 +414,4 @@ if ttl > 0 and D > 0 then
     redis.call('ZADD', K_SX, sexp, seq .. key4)
   end
 end
-return {'ok', c[1], c[2], c[5], depth, required, f17(k.cost), shit and 1 or 0}
+return {'ok', cwid, crank, curl, depth, required, f17(CCOST[chosen]), shit and 1 or 0}

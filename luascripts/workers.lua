@@ -14,7 +14,9 @@ for _, id in ipairs(redis.call('ZRANGE', K_WZ, 0, -1)) do
   local ranks = {}
   for r = 1, w[2] do
     local rid, slot = w[6][r], w[7][r]
-    local l = redis.call('HMGET', K_LD, 'p' .. rid, 'd' .. rid, 'r' .. rid)
+    local i = rid_index(rid)
+    local l = {}
+    if i then l[1], l[2], l[3] = ld_read(i) end
     local f = redis.call('HMGET', K_FENCE, 'e' .. rid, 'i' .. rid, 'g' .. rid)
     ranks[r] = {tonumber(l[1]), tonumber(l[2]), tonumber(l[3]), tonumber(redis.call('HGET', K_SC, 'h' .. slot) or '0'),
       f[2] or '', f[1] or '', f[3] == '1' and 1 or 0}
