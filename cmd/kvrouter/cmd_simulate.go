@@ -229,6 +229,9 @@ func withProgress(enabled bool, total int, cfg *sim.Config, fn func() error) err
 	prev := cfg.Progress
 	cfg.Progress = func(policy string, n int) {
 		mu.Lock()
+		if n < done[policy] { // the same policy in a later run (demo levels)
+			done[policy] = 0
+		}
 		routed.Add(int64(n - done[policy]))
 		done[policy] = n
 		mu.Unlock()
