@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/kvrouter/kvrouter/blockhash"
 )
 
 func init() {
@@ -40,6 +42,8 @@ type serveReport struct {
 	PromptTokens int        `json:"prompt_tokens"`
 	BlockSize    int        `json:"block_size"`
 	Duration     string     `json:"duration_per_run"`
+	Input        string     `json:"input"`
+	DonePerRoute bool       `json:"done_after_each_route"`
 	Runs         []serveRun `json:"runs"`
 }
 
@@ -53,6 +57,8 @@ func runBenchServe(ctx context.Context, args []string) error {
 	blockSize := fs.Int("block-size", 16, "pool block size")
 	clientsFlag := fs.String("clients", "1,8,32", "comma-separated concurrent client counts, one run each")
 	duration := fs.Duration("duration", 5*time.Second, "length of each run")
+	hashes := fs.Bool("local-hashes", false, "send local_hashes (hashed by this client) instead of token_ids")
+	noDone := fs.Bool("no-done", false, "do not end each request with POST …/done (leases then pile up until lease_ttl)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -134,11 +140,19 @@ func runBenchServe(ctx context.Context, args []string) error {
 		for len(toks) < *prompt {
 			toks = append(toks, rng.Uint32N(128000))
 		}
-		tj, _ := json.Marshal(toks)
-		bodies[i] = fmt.Appendf(nil, `{"pool":%q,"request_id":"REQ","token_ids":%s}`, pool, tj)
+		if *hashes {
+			hj, _ := json.Marshal(blockhash.LocalHashes(nil, toks, *blockSize, blockhash.LoRASeed("")))
+			bodies[i] = fmt.Appendf(nil, `{"pool":%q,"request_id":"REQ","local_hashes":%s,"isl":%d}`, pool, hj, len(toks))
+		} else {
+			tj, _ := json.Marshal(toks)
+			bodies[i] = fmt.Appendf(nil, `{"pool":%q,"request_id":"REQ","token_ids":%s}`, pool, tj)
+		}
 	}
 	rep := serveReport{Target: target, Store: *storeURL, Workers: *workers, Prefixes: *prefixes, PromptTokens: *prompt,
-		BlockSize: *blockSize, Duration: duration.String()}
+		BlockSize: *blockSize, Duration: duration.String(), Input: "token_ids", DonePerRoute: !*noDone}
+	if *hashes {
+		rep.Input = "local_hashes"
+	}
 	if *url != "" {
 		rep.Store = "(external)"
 	}
@@ -166,6 +180,9 @@ func runBenchServe(ctx context.Context, args []string) error {
 						continue
 					}
 					local = append(local, d)
+					if *noDone {
+						continue
+					}
 					// End the request at once so loads stay bounded (not timed).
 					call("POST", "/v1/requests/"+id+"/done?pool="+pool, nil)
 				}

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -67,10 +68,10 @@ func jsonResponse(status int, v any) Response {
 // decodeStrict decodes exactly one JSON value into v, rejecting unknown fields, wrong types and trailing
 // data, with a message a client can act on.
 func decodeStrict(body []byte, what string, v any) error {
-	if len(strings.TrimSpace(string(body))) == 0 {
+	if len(bytes.TrimSpace(body)) == 0 {
 		return fmt.Errorf("%w: %s: empty body, want a JSON object", statestore.ErrInvalid, what)
 	}
-	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return fmt.Errorf("%w: %s: %s", statestore.ErrInvalid, what, describeJSONError(err))
