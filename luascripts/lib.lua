@@ -3,8 +3,8 @@
 --
 -- KEYS (the same list for every script; built by statestore.poolKeys, all under the pool's hash tag):
 --   1 cfg     HASH   pool knobs (short field names, numbers as %.17g strings)
---   2 ro      STRING packed roster: candidates in (worker id bytes, dp rank) order. u32 n, then n fixed
---                    RW-byte records (RREC: slot u32, rid u32, rank u32, max_num_batched_tokens f64,
+--   2 ro      STRING packed roster: candidates in (worker id bytes, dp rank) order. u32 n, then the n
+--                    slots (u32 each, one column for a single bulk unpack), then n fixed RW-byte records (RREC: slot u32, rid u32, rank u32, max_num_batched_tokens f64,
 --                    total_kv_blocks f64, kv_events i8 (-1/0/1), worker id offset u32, length u32, url
 --                    offset u32, length u32), then the strings area (offsets are relative to its start).
 --   3 wk      HASH   worker id -> cmsgpack {url, dp, tkv, mnbt, kve, rids{}, slots{}}
@@ -66,26 +66,39 @@ local ROS = nil
 local function ros()
   if not ROS then
     local s = redis.call('GET', K_ROSTER)
-    if not s then ROS = {s = '', n = 0, str = 5}
-    else local n = struct.unpack('>I4', s, 1); ROS = {s = s, n = n, str = 5 + n * RW} end
+    if not s then ROS = {s = '', n = 0, rb = 5, str = 5}
+    else local n = struct.unpack('>I4', s, 1); ROS = {s = s, n = n, rb = 5 + 4 * n, str = 5 + 4 * n + n * RW} end
   end
   return ROS
 end
 -- rrec returns candidate i (1-based): slot, rid, rank, max_num_batched_tokens, total_kv_blocks, kv_events, wid, url.
 local function rrec(i)
   local R = ROS
-  local slot, rid, rank, mnbt, tkv, kve, wo, wl, uo, ul = struct.unpack(RREC, R.s, 5 + (i - 1) * RW)
+  local slot, rid, rank, mnbt, tkv, kve, wo, wl, uo, ul = struct.unpack(RREC, R.s, R.rb + (i - 1) * RW)
   return slot, rid, rank, mnbt, tkv, kve, string.sub(R.s, R.str + wo, R.str + wo + wl - 1), string.sub(R.s, R.str + uo, R.str + uo + ul - 1)
 end
 local function rwid(i)
   local R = ROS
-  local wo, wl = struct.unpack('>I4I4', R.s, 5 + (i - 1) * RW + 29)
+  local wo, wl = struct.unpack('>I4I4', R.s, R.rb + (i - 1) * RW + 29)
   return string.sub(R.s, R.str + wo, R.str + wo + wl - 1)
 end
 -- bulk_unpack: fields of fixed-width records, one struct.unpack call per 128 records (Lua stack bound).
--- rec: format of the fields read from one record (no '>'); skip: bytes skipped between records.
+-- rec: format of the fields read from one record (no '>'); skip: bytes skipped between records
+-- (with skip > 0, one call per record: struct's 'x' is slower than separate calls).
 local function bulk_unpack(s, from, n, rec, per, skip, out)
   out = out or {}
+  if skip > 0 then
+    local f, w = '>' .. rec, struct.size('>' .. rec) + skip
+    if per == 1 then
+      for i = 1, n do out[i] = struct.unpack(f, s, from + (i - 1) * w) end
+    else
+      for i = 0, n - 1 do
+        local v = {struct.unpack(f, s, from + i * w)}
+        for j = 1, per do out[i * per + j] = v[j] end
+      end
+    end
+    return out
+  end
   local i = 0
   local stride = nil
   while i < n do
@@ -105,17 +118,24 @@ end
 local function rcol(off, fmt, size)
   local R = ros()
   if R.n == 0 then return {} end
-  return bulk_unpack(R.s, 5 + off, R.n, fmt, 1, RW - size)
+  return bulk_unpack(R.s, R.rb + off, R.n, fmt, 1, RW - size)
+end
+-- rslots returns every candidate's slot (the slot column).
+local function rslots()
+  local R = ros()
+  if R.n == 0 then return {} end
+  return bulk_unpack(R.s, 5, R.n, 'I4', 1, 0)
 end
 -- rid_index returns the roster index (1-based) of rank id rid, or nil (the rank is gone).
 local function rid_index(rid)
   local R = ros()
   local key = struct.pack('>I4', rid)
-  local from = 9
+  local base = R.rb + 4
+  local from = base
   while true do
     local p = string.find(R.s, key, from, true)
     if not p or p >= R.str then return nil end
-    if (p - 9) % RW == 0 then return (p - 9) / RW + 1 end
+    if (p - base) % RW == 0 then return (p - base) / RW + 1 end
     from = p + 1
   end
 end
@@ -138,17 +158,18 @@ local function roster_rebuild(wkc)
   local lds = redis.call('GET', K_LD) or ''
   local oldl = {}
   for i = 1, old.n do
-    local rid = struct.unpack('>I4', old.s, 5 + (i - 1) * RW + 4)
+    local rid = struct.unpack('>I4', old.s, old.rb + (i - 1) * RW + 4)
     oldl[rid] = string.sub(lds, (i - 1) * 24 + 1, i * 24)
   end
   local ids = redis.call('ZRANGE', K_WZ, 0, -1)
-  local recs, strs, lv = {}, {}, {}
+  local recs, strs, lv, sl = {}, {}, {}, {}
   local soff = 0
   for _, id in ipairs(ids) do
     local w = wkc and wkc[id]
     if not w then w = cmsgpack.unpack(redis.call('HGET', K_WK, id)) end
     for r = 1, w[2] do
       local rid = w[6][r]
+      sl[#sl + 1] = struct.pack('>I4', w[7][r])
       recs[#recs + 1] = struct.pack(RREC, w[7][r], rid, r - 1, w[4], w[3], w[5], soff, #id, soff + #id, #w[1])
       strs[#strs + 1] = id .. w[1]
       soff = soff + #id + #w[1]
@@ -159,12 +180,13 @@ local function roster_rebuild(wkc)
   end
   if #recs == 0 then
     redis.call('DEL', K_ROSTER, K_LD)
-    ROS = {s = '', n = 0, str = 5}
+    ROS = {s = '', n = 0, rb = 5, str = 5}
   else
-    local s = struct.pack('>I4', #recs) .. table.concat(recs) .. table.concat(strs)
+    local n = #recs
+    local s = struct.pack('>I4', n) .. table.concat(sl) .. table.concat(recs) .. table.concat(strs)
     redis.call('SET', K_ROSTER, s)
     redis.call('SET', K_LD, table.concat(lv))
-    ROS = {s = s, n = #recs, str = 5 + #recs * RW}
+    ROS = {s = s, n = n, rb = 5 + 4 * n, str = 5 + 4 * n + n * RW}
   end
 end
 

@@ -18,7 +18,9 @@
 --        {{wid, rank, dev, host, disk, event, soft, depth, credit, prefill, decode, requests, cost, reason, url}...}}
 --   | {'scores', {wid, rank, blocks}...}
 -- Complexity: O(D/32 + W·log 32) bucket HGETs on prefix-closed data (+ O(D) per rank with orphans or
--- non-device tiers), O(W) candidate work, O(expired leases) releases, bounded reclamation.
+-- non-device tiers), O(W) candidate work (roster `ro` and loads `lv` are one GET each, unpacked in bulk;
+-- worker ids/urls sliced only where needed), holder tests by record-aligned string.find of the 4-byte slot
+-- (only position 0's records are decoded), O(expired leases) releases, bounded reclamation.
 local mode, now, reqid, seqs = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local isl, session, pinned, rnd = tonumber(ARGV[5]), ARGV[6], ARGV[7], tonumber(ARGV[8])
 local cfg = cfg_get()
@@ -33,7 +35,7 @@ end
 
 local RO = ros()
 local N = RO.n
-local SL = rcol(0, 'I4', 4)   -- candidate -> slot
+local SL = rslots()   -- candidate -> slot
 local live = {}       -- slot -> roster index
 for i = 1, N do live[SL[i]] = i end
 local orph = {}
@@ -123,13 +125,9 @@ local ev = {}
 if D > 0 and N > 0 then
   local at0 = {}
   local s0 = eraw(0)
-  local nrec = (#s0 - 9) / 9
-  if nrec > 0 then
-    local v = bulk_unpack(s0, 10, nrec, 'I4B', 2, 4)
-    for j = 1, 2 * nrec, 2 do
-      local s = v[j]
-      if v[j + 1] ~= 0 and live[s] and not orph[s] then at0[#at0 + 1] = s end
-    end
+  for off = 10, #s0 - 8, 9 do
+    local s, t = struct.unpack('>I4B', s0, off)
+    if t ~= 0 and live[s] and not orph[s] then at0[#at0 + 1] = s end
   end
   jump_depths(at0, function(i, s) return etier(i, s) ~= nil end, D, ev)
   for s in pairs(orph) do

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"time"
 
@@ -76,7 +77,16 @@ func openRedis(ctx context.Context, url string, opts storeOptions) (statestore.S
 	}
 	opt.DisableCache = true
 	opt.Dialer.Timeout = time.Second
-	opt.ConnWriteTimeout = 2 * time.Second
+	// Large ingest calls (2048 blocks) on a loaded box can take longer than rueidis' write/read deadline;
+	// KVROUTER_REDIS_TIMEOUT (a Go duration) overrides the default of 15 s.
+	opt.ConnWriteTimeout = 15 * time.Second
+	if v := os.Getenv("KVROUTER_REDIS_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("KVROUTER_REDIS_TIMEOUT %q: want a positive Go duration", v)
+		}
+		opt.ConnWriteTimeout = d
+	}
 	c, err := rueidis.NewClient(opt)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", statestore.ErrUnavailable, name, err)
