@@ -258,3 +258,24 @@ func TestRho0(t *testing.T) {
 		t.Errorf("rho0 %v, want %v", got, offered/capacity)
 	}
 }
+
+// TestChart: the demo chart renders as PNG and SVG from a small report.
+func TestChart(t *testing.T) {
+	reqs := loadTrace(t, 80)
+	eng := engine.Options{BlockSize: 64}
+	w := mustWorkload(t, reqs, LoadOptions{EngineBlock: 64, Speedup: 3}, eng, 2)
+	rep := mustRun(t, Config{Workers: 2, Engine: eng, Policies: []string{PolicyKV, PolicyRoundRobin, PolicyOracle}}, w)
+	dir := t.TempDir()
+	for _, name := range []string{"c.png", "c.svg"} {
+		p := filepath.Join(dir, name)
+		if err := WriteChart(p, []*Report{rep, rep}); err != nil {
+			t.Fatal(err)
+		}
+		if st, err := os.Stat(p); err != nil || st.Size() < 1000 {
+			t.Fatalf("%s: %v (%d bytes)", name, err, st.Size())
+		}
+	}
+	if err := WriteChart(filepath.Join(dir, "c.gif"), []*Report{rep}); err == nil {
+		t.Error("a .gif chart was accepted")
+	}
+}
