@@ -46,7 +46,7 @@ type Config struct {
 	// Faults are the initial fault switches.
 	Faults Faults
 	// Seed seeds the fault injection's random numbers; default 1.
-	Seed uint64
+	Seed   uint64
 	Logger *slog.Logger
 }
 
@@ -631,13 +631,13 @@ func (e *Engine) injectError() (int, bool) {
 
 // BlocksDump is the answer of /debug/blocks.
 type BlocksDump struct {
-	Name      string   `json:"name"`
-	BlockSize int      `json:"block_size"`
-	NumBlocks int      `json:"num_blocks"`
-	Cached    int      `json:"cached"`
-	Used      int      `json:"used"`
-	Running   int      `json:"running"`
-	Waiting   int      `json:"waiting"`
+	Name      string `json:"name"`
+	BlockSize int    `json:"block_size"`
+	NumBlocks int    `json:"num_blocks"`
+	Cached    int    `json:"cached"`
+	Used      int    `json:"used"`
+	Running   int    `json:"running"`
+	Waiting   int    `json:"waiting"`
 	// Quiescent: no request in flight, no step pending and every event message published.
 	Quiescent bool `json:"quiescent"`
 	// Published and Dropped count event messages handed to the publisher (dropped ones included).
