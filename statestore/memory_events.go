@@ -101,8 +101,8 @@ func (p *memPool) applyOne(w *memWorker, ev *Event, res *ApplyResult) {
 		res.Applied++
 	case EventRemoved:
 		for _, h := range ev.Removed {
-			seq, ok := r.idx.byEngine.Get(h)
-			if !ok || !r.idx.unstore(p.events, seq, h, ev.Tier) {
+			ei := r.idx.byEngine.find(h)
+			if ei < 0 || !r.idx.unstore(p.events, ei, ev.Tier) {
 				res.BlockNotFound++
 				continue
 			}

@@ -138,23 +138,20 @@ func (ix *eventIndex) get(seq uint64) *holders {
 // store marks seq (at pos, child of parent) held in tier t on rank r. It reports whether anything changed.
 func (r *rankIndex) store(ix *eventIndex, seq, parent uint64, pos int32, engine uint64, t Tier) bool {
 	r.byEngine.Put(engine, seq)
-	b, ok := r.blocks.Get(seq)
+	b := r.blocks.Ref(seq) // valid until the parent's Ref below
 	bit := uint8(1) << t
-	if ok && b.tiers != 0 {
+	if b.tiers != 0 {
 		if b.tiers&bit != 0 {
 			return false
 		}
-		hadDevice := b.tiers&(1<<TierDevice) != 0
-		b.tiers |= bit
-		if !hadDevice && t == TierDevice {
+		if b.tiers&(1<<TierDevice) == 0 && t == TierDevice {
 			r.nonDevice--
 		}
-		r.blocks.Put(seq, b)
+		b.tiers |= bit
 		return true
 	}
 	// Newly held (or revived placeholder).
 	b.parent, b.pos, b.tiers = parent, pos, bit
-	r.blocks.Put(seq, b)
 	r.held++
 	if t != TierDevice {
 		r.nonDevice++
@@ -171,11 +168,17 @@ func (r *rankIndex) store(ix *eventIndex, seq, parent uint64, pos int32, engine 
 	return true
 }
 
-// unstore drops tier t of seq on rank r; it reports whether the rank held seq in that tier.
-func (r *rankIndex) unstore(ix *eventIndex, seq uint64, engine uint64, t Tier) bool {
-	b, ok := r.blocks.Get(seq)
+// unstore drops tier t of the block that engine-table slot ei (r.byEngine.find(engine)) maps to; it
+// reports whether the rank held that block in that tier.
+func (r *rankIndex) unstore(ix *eventIndex, ei int, t Tier) bool {
+	seq := r.byEngine.slots[ei].val
+	bi := r.blocks.find(seq)
+	if bi < 0 {
+		return false
+	}
+	b := &r.blocks.slots[bi].val
 	bit := uint8(1) << t
-	if !ok || b.tiers&bit == 0 {
+	if b.tiers&bit == 0 {
 		return false
 	}
 	hadDevice := b.tiers&(1<<TierDevice) != 0
@@ -184,30 +187,29 @@ func (r *rankIndex) unstore(ix *eventIndex, seq uint64, engine uint64, t Tier) b
 		if hadDevice && t == TierDevice {
 			r.nonDevice++
 		}
-		r.blocks.Put(seq, b)
 		return true
 	}
 	// No longer held.
-	r.byEngine.Delete(engine)
+	r.byEngine.deleteAt(ei)
 	r.held--
 	if !hadDevice {
 		r.nonDevice--
 	}
 	r.orphans += int64(b.children)
-	if b.pos > 0 {
-		p := r.blocks.Ref(b.parent)
+	parent, pos := b.parent, b.pos
+	if b.children == 0 {
+		r.blocks.deleteAt(bi) // b is invalid from here on
+	}
+	if pos > 0 {
+		pi := r.blocks.find(parent)
+		p := &r.blocks.slots[pi].val
 		if p.tiers == 0 {
 			r.orphans-- // it was an orphan itself
 		}
 		p.children--
 		if p.tiers == 0 && p.children == 0 {
-			r.blocks.Delete(b.parent)
+			r.blocks.deleteAt(pi)
 		}
-	}
-	if b.children == 0 {
-		r.blocks.Delete(seq)
-	} else {
-		r.blocks.Put(seq, b)
 	}
 	ix.remove(seq, r.slot)
 	return true

@@ -65,11 +65,22 @@ type eventHolders struct {
 	live func(slotID) bool
 	skip func(slotID) bool // slots matched linearly instead
 	buf  []slotID
+	// memo of the last looked-up position (lastI −1: none): the jump search asks about one position
+	// for every active slot in a row. The index does not change during a query.
+	lastI int
+	lastH *holders
+}
+
+func (e *eventHolders) get(i int) *holders {
+	if i != e.lastI {
+		e.lastI, e.lastH = i, e.ix.get(e.seq[i])
+	}
+	return e.lastH
 }
 
 func (e *eventHolders) at(i int) []slotID {
 	e.buf = e.buf[:0]
-	h := e.ix.get(e.seq[i])
+	h := e.get(i)
 	if h == nil {
 		return e.buf
 	}
@@ -82,7 +93,7 @@ func (e *eventHolders) at(i int) []slotID {
 }
 
 func (e *eventHolders) contains(i int, s slotID) bool {
-	h := e.ix.get(e.seq[i])
+	h := e.get(i)
 	return h != nil && h.contains(s)
 }
 

@@ -34,7 +34,7 @@ func validateRoute(req *RouteRequest, cfg PoolConfig) error {
 // overlaps returns every rank's overlap with the query (absent: 0), keyed by slot.
 func (p *memPool) overlaps(seq []uint64, now int64) map[slotID]Overlap {
 	ev := map[slotID]int{}
-	eh := &eventHolders{ix: p.events, seq: seq, live: p.liveSlot,
+	eh := &eventHolders{ix: p.events, seq: seq, live: p.liveSlot, lastI: -1,
 		skip: func(s slotID) bool { return p.slots[s].idx.orphans > 0 }}
 	jumpDepths(eh, len(seq), ev)
 	for _, r := range p.ranks {

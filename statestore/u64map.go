@@ -95,12 +95,16 @@ func (m *u64Map[V]) grow() {
 	}
 }
 
-// Delete removes key if present, shifting later entries of its probe chain back.
+// Delete removes key if present.
 func (m *u64Map[V]) Delete(key uint64) {
-	i := m.find(key)
-	if i < 0 {
-		return
+	if i := m.find(key); i >= 0 {
+		m.deleteAt(i)
 	}
+}
+
+// deleteAt removes the entry in table slot i (from find), shifting later entries of its probe chain
+// back. Every slot index and pointer obtained before is invalid afterwards.
+func (m *u64Map[V]) deleteAt(i int) {
 	m.n--
 	u := uint64(i)
 	for j := (u + 1) & m.mask; m.slots[j].used; j = (j + 1) & m.mask {
