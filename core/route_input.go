@@ -60,6 +60,9 @@ func (in *RouteInput) normalize(blockSize int, maxPrompt int64) (statestore.Rout
 		req.ISL = int64(len(local)) * int64(blockSize)
 	}
 	if in.ISL != nil {
+		if *in.ISL < 0 {
+			return req, fmt.Errorf("%w: isl must be >= 0, got %d", statestore.ErrInvalid, *in.ISL)
+		}
 		if *in.ISL < req.ISL {
 			return req, fmt.Errorf("%w: isl %d is shorter than the %d tokens given", statestore.ErrInvalid, *in.ISL, req.ISL)
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/valyala/fasthttp/fasthttputil"
 
 	"github.com/kvrouter/kvrouter/core"
+	"github.com/kvrouter/kvrouter/internal/testredis"
 	"github.com/kvrouter/kvrouter/server"
 	"github.com/kvrouter/kvrouter/server/api"
 	"github.com/kvrouter/kvrouter/statestore"
@@ -295,4 +296,45 @@ func TestConfigFromEnv(t *testing.T) {
 	if _, err := OpenStore(context.Background(), "mongodb://x"); err == nil || !strings.Contains(err.Error(), "KVROUTER_STORE") {
 		t.Errorf("bad store URL: %v", err)
 	}
+}
+
+// Two execution environments (two Setup calls, two Redis clients) on one real Redis agree: workers,
+// events and loads written through one are seen by the other.
+func TestTwoEnvironmentsOneRedis(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts redis-server: skipped in -short mode")
+	}
+	r := testredis.Start(t)
+	ctx := context.Background()
+	cfg := Config{Store: r.URL(), Pool: "default", BlockSize: 4, StoreTimeout: 5 * time.Second}
+	a1, st1, err := Setup(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st1.Close()
+	a2, st2, err := Setup(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st2.Close()
+	for _, w := range []string{"w0", "w1", "w2"} {
+		if r := a1.Do(ctx, api.Request{Method: "PUT", RawPath: "/v1/workers/" + w, Body: []byte(`{"url":"http://` + w + `:8000"}`)}); r.Status != 200 {
+			t.Fatalf("%d %s", r.Status, r.Body)
+		}
+	}
+	route, evh, requests := NewHandler(a1, 0, RouteEndpoints...), NewHandler(a2, 0, EventsEndpoints...), NewHandler(a2, 0, RequestsEndpoints...)
+	call := func(h *Handler, name string) events.APIGatewayV2HTTPResponse {
+		var ev events.APIGatewayV2HTTPRequest
+		if err := json.Unmarshal(readFixture(t, name), &ev); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := h.HandleHTTP(ctx, ev)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%s: %d %s %v", name, resp.StatusCode, resp.Body, err)
+		}
+		return resp
+	}
+	bodies := []string{call(evh, "function_url_events.json").Body, call(route, "function_url_route.json").Body,
+		call(route, "apigw_v2_route.json").Body, call(requests, "apigw_v2_done.json").Body}
+	checkAnswers(t, []int{200, 200, 200, 200}, bodies)
 }
