@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 
@@ -39,5 +38,5 @@ func runHash(_ context.Context, args []string) error {
 	if local == nil {
 		local, seq = []uint64{}, []uint64{}
 	}
-	return json.NewEncoder(os.Stdout).Encode(map[string][]uint64{"local": local, "seq": seq})
+	return json.NewEncoder(stdout).Encode(map[string][]uint64{"local": local, "seq": seq})
 }

@@ -36,5 +36,5 @@ func runReplay(ctx context.Context, args []string) error {
 		return err
 	}
 	defer st.Close()
-	return core.Replay(ctx, st, in, os.Stdout)
+	return core.Replay(ctx, st, in, stdout)
 }

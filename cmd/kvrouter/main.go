@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"sort"
@@ -20,6 +21,9 @@ type command struct {
 }
 
 var commands = map[string]command{}
+
+// stdout is where commands print their results (tests capture it).
+var stdout io.Writer = os.Stdout
 
 func register(c command) { commands[c.name] = c }
 
