@@ -397,8 +397,9 @@ func (m *Memory) poolsFor(pool string) ([]*memPool, error) {
 	return out, nil
 }
 
-// PrefillDone implements Store.
-func (m *Memory) PrefillDone(_ context.Context, pool, id string, now int64) (bool, error) {
+// withLease finds lease id (in pool, or in every pool when pool is "") after releasing expired leases,
+// and applies f to it under its pool's lock. It reports whether the lease existed.
+func (m *Memory) withLease(pool, id string, now int64, f func(p *memPool, l *memLease)) (bool, error) {
 	ps, err := m.poolsFor(pool)
 	if err != nil {
 		return false, err
@@ -408,8 +409,7 @@ func (m *Memory) PrefillDone(_ context.Context, pool, id string, now int64) (boo
 		p.releaseExpired(now)
 		l := p.leases[id]
 		if l != nil {
-			l.rank.load.PrefillTokens -= l.prefill
-			l.prefill = 0
+			f(p, l)
 		}
 		p.mu.Unlock()
 		if l != nil {
@@ -417,48 +417,28 @@ func (m *Memory) PrefillDone(_ context.Context, pool, id string, now int64) (boo
 		}
 	}
 	return false, nil
+}
+
+// PrefillDone implements Store.
+func (m *Memory) PrefillDone(_ context.Context, pool, id string, now int64) (bool, error) {
+	return m.withLease(pool, id, now, func(_ *memPool, l *memLease) {
+		l.rank.load.PrefillTokens -= l.prefill
+		l.prefill = 0
+	})
 }
 
 // Done implements Store.
 func (m *Memory) Done(_ context.Context, pool, id string, now int64) (bool, error) {
-	ps, err := m.poolsFor(pool)
-	if err != nil {
-		return false, err
-	}
-	for _, p := range ps {
-		p.mu.Lock()
-		p.releaseExpired(now)
-		l := p.leases[id]
-		if l != nil {
-			heap.Remove(&p.byExpiry, l.heapIdx)
-			p.endLease(l, now)
-		}
-		p.mu.Unlock()
-		if l != nil {
-			return true, nil
-		}
-	}
-	return false, nil
+	return m.withLease(pool, id, now, func(p *memPool, l *memLease) {
+		heap.Remove(&p.byExpiry, l.heapIdx)
+		p.endLease(l, now)
+	})
 }
 
 // RenewLease implements Store.
 func (m *Memory) RenewLease(_ context.Context, pool, id string, now int64) (bool, error) {
-	ps, err := m.poolsFor(pool)
-	if err != nil {
-		return false, err
-	}
-	for _, p := range ps {
-		p.mu.Lock()
-		p.releaseExpired(now)
-		l := p.leases[id]
-		if l != nil {
-			l.expiry = now + p.cfg.LeaseTTLMs
-			heap.Fix(&p.byExpiry, l.heapIdx)
-		}
-		p.mu.Unlock()
-		if l != nil {
-			return true, nil
-		}
-	}
-	return false, nil
+	return m.withLease(pool, id, now, func(p *memPool, l *memLease) {
+		l.expiry = now + p.cfg.LeaseTTLMs
+		heap.Fix(&p.byExpiry, l.heapIdx)
+	})
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kvrouter/kvrouter/engine"
+	"github.com/kvrouter/kvrouter/sim"
 	"github.com/kvrouter/kvrouter/statestore"
 	"github.com/kvrouter/kvrouter/traces"
 )
@@ -188,17 +189,12 @@ func buildIndexTimeline(reqs []traces.Request, workers, engineBlock, capacity in
 		op := indexOp{worker: w, batch: statestore.EventBatch{Pool: "bench", WorkerID: benchWorkerID(w)}}
 		for _, e := range pending {
 			eventIDs[w]++
-			se := statestore.Event{EventID: eventIDs[w], HasEventID: true}
+			se := sim.EngineEvent(e)
+			se.EventID, se.HasEventID = eventIDs[w], true
 			switch e.Kind {
 			case engine.EventStored:
-				se.Kind, se.Parent, se.HasParent = statestore.EventStored, e.ParentEngineHash, e.HasParent
-				se.Blocks = make([]statestore.StoredBlock, len(e.Blocks))
-				for i, b := range e.Blocks {
-					se.Blocks[i] = statestore.StoredBlock{EngineHash: b.EngineHash, LocalHash: b.LocalHash}
-				}
 				op.blocks += len(e.Blocks)
 			case engine.EventRemoved:
-				se.Kind, se.Removed = statestore.EventRemoved, append([]uint64(nil), e.EngineHashes...)
 			default:
 				return nil, fmt.Errorf("bench index: unexpected engine event kind %d", e.Kind)
 			}
