@@ -59,7 +59,7 @@ func TestE2EKVBeatsRoundRobin(t *testing.T) {
 		t.Fatalf("bench e2e output: %v\n%s", err, out)
 	}
 	kv, rr := rep.Results[0], rep.Results[1]
-	t.Logf("kv: hit rate %.3f ttft p50 %.1f ms; round-robin: hit rate %.3f ttft p50 %.1f ms", kv.HitRate, kv.TTFTP50, rr.HitRate, rr.TTFTP50)
+	t.Logf("%s\nkv: hit rate %.3f ttft p50 %.1f ms; round-robin: hit rate %.3f ttft p50 %.1f ms", out, kv.HitRate, kv.TTFTP50, rr.HitRate, rr.TTFTP50)
 	if kv.Errors != 0 || rr.Errors != 0 {
 		t.Fatalf("errors: kv %d (%s), round-robin %d (%s)", kv.Errors, kv.FirstErr, rr.Errors, rr.FirstErr)
 	}
