@@ -73,16 +73,13 @@ func (m *Metrics) observeHTTP(endpoint string, status int, d time.Duration) {
 	m.httpTime.WithLabelValues(endpoint).Observe(d.Seconds())
 }
 
-func (m *Metrics) observeDecision(kind, pool string, err error, total, tokenize, store time.Duration, d *statestore.Decision) {
+// observeDecision records one decision; outcome is "ok" or an error code.
+func (m *Metrics) observeDecision(kind, pool, outcome string, total, tokenize, store time.Duration, d *statestore.Decision) {
 	if m == nil {
 		return
 	}
-	outcome := "ok"
-	if err != nil {
-		outcome = statestore.ErrorCode(err)
-		if outcome == "unknown_pool" || outcome == "invalid_argument" && pool == "" {
-			pool = "" // never a label value taken from a request that named no real pool
-		}
+	if outcome == "unknown_pool" {
+		pool = "" // never a label value taken from a request that named no real pool
 	}
 	m.decisions.WithLabelValues(kind, pool, outcome).Inc()
 	if total <= 0 {

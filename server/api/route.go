@@ -78,7 +78,7 @@ func (a *API) decide(ctx context.Context, req *Request, explain bool) Response {
 	start := time.Now()
 	in, tokenize, err := a.decodeRoute(req)
 	if err != nil {
-		a.opts.Metrics.observeDecision(kind, "", err, 0, 0, 0, nil)
+		a.opts.Metrics.observeDecision(kind, "", statestore.ErrorCode(err), 0, 0, 0, nil)
 		return a.fromError(err)
 	}
 	ctx, span := a.tr.Start(ctx, "kvrouter."+kind, trace.WithSpanKind(trace.SpanKindServer))
@@ -87,11 +87,15 @@ func (a *API) decide(ctx context.Context, req *Request, explain bool) Response {
 	ctx = withStoreTimer(ctx, &storeTime)
 	var resp Response
 	var d *statestore.Decision
+	outcome := "ok"
 	if explain {
 		ex, e := a.rt.Explain(ctx, in)
 		err = e
 		if err == nil {
 			d = ex.Decision
+			if ex.Error != nil {
+				outcome = ex.Error.Code // nothing eligible: still a 200 with the reasons
+			}
 			resp = jsonResponse(http.StatusOK, ex)
 		}
 	} else {
@@ -111,7 +115,7 @@ func (a *API) decide(ctx context.Context, req *Request, explain bool) Response {
 	if err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, statestore.ErrorCode(err))
-		a.opts.Metrics.observeDecision(kind, pool, err, total, tokenize, storeTime, nil)
+		a.opts.Metrics.observeDecision(kind, pool, statestore.ErrorCode(err), total, tokenize, storeTime, nil)
 		a.log.Debug("decision", "kind", kind, "pool", pool, "request_id", in.RequestID, "error", err.Error(),
 			"total_us", total.Microseconds(), "store_us", storeTime.Microseconds())
 		return a.fromError(err)
@@ -131,6 +135,6 @@ func (a *API) decide(ctx context.Context, req *Request, explain bool) Response {
 			"cost", d.Cost, "session_hit", d.SessionHit, "total_us", total.Microseconds(),
 			"store_us", storeTime.Microseconds())
 	}
-	a.opts.Metrics.observeDecision(kind, pool, nil, total, tokenize, storeTime, d)
+	a.opts.Metrics.observeDecision(kind, pool, outcome, total, tokenize, storeTime, d)
 	return resp
 }
