@@ -11,9 +11,12 @@
 --   block_size_mismatch, unknown_worker, stored_blocks, removed_blocks}; next ≤ N is the 0-based index of
 --   the first event NOT processed (next < N: the caller's predicted parent mapping was wrong; it re-reads
 --   and resumes there). Everything before next is applied; nothing after.
--- Validation of every argument happens before the first write; all index writes are buffered in Lua
--- tables and flushed at the end, so a bad argument never leaves a half-applied batch.
--- Complexity: O(blocks in the batch) hash operations + bounded reclamation (RECLAIM_BUCKETS, SOFT_SWEEP).
+-- Validation of every argument (kinds, integral ranks/sizes, tiers 0..2, blob lengths) happens before the
+-- first write, so a bad argument never leaves a half-applied batch. Event-index entries are handled as raw
+-- strings; a block new to the index is written at once with HSETNX (see store_event), other entry writes
+-- and all engine-map writes are buffered and flushed at the end (one HSET / HDEL per engine-map bucket).
+-- Complexity: O(blocks in the batch) hash operations — about one HSETNX per new block plus one grouped
+-- engine-map HSET per bucket touched — + bounded reclamation (RECLAIM_BUCKETS, SOFT_SWEEP).
 local now = tonumber(ARGV[2 - 1])
 local wid = ARGV[2]
 local n = tonumber(ARGV[3])
@@ -21,7 +24,9 @@ if not now or not n or #ARGV ~= 3 + 10 * n then return redis.error_reply('ERR ap
 for i = 0, n - 1 do
   local b = 3 + 10 * i
   local kind, blocks = tonumber(ARGV[b + 1]), ARGV[b + 10]
-  if not (kind == 1 or kind == 2 or kind == 3) or not tonumber(ARGV[b + 2]) or not tonumber(ARGV[b + 6]) or not tonumber(ARGV[b + 7]) then
+  local rk, tr, bz = tonumber(ARGV[b + 2]), tonumber(ARGV[b + 6]), tonumber(ARGV[b + 7])
+  if not (kind == 1 or kind == 2 or kind == 3) or not rk or not tr or not bz or rk % 1 ~= 0 or bz % 1 ~= 0
+    or not (tr == 0 or tr == 1 or tr == 2) then
     return redis.error_reply('ERR apply_events: bad event ' .. i)
   end
   if (kind == 1 and #blocks % 16 ~= 0) or (kind == 2 and #blocks % 8 ~= 0) or (#ARGV[b + 8] ~= 0 and #ARGV[b + 8] ~= 8) then
@@ -41,94 +46,231 @@ local w = cmsgpack.unpack(wp)
 local seen = tonumber(redis.call('HGET', K_SEEN, wid) or '0')
 if now > seen then redis.call('HSET', K_SEEN, wid, now) end
 
--- Engine map cache: GC[slot][engine] = seq | false.
-local GC = {}
+-- Engine maps per bucket key: writes GW[gk][engine] = seq | false (flushed with one HSET / HDEL per
+-- bucket), reads cached in GC[gk][engine] = seq | false.
+local GC, GW, GK = {}, {}, {}
+local function gk(slot, engine)
+  local t = GK[slot]
+  if not t then t = {}; GK[slot] = t end
+  local b = string.byte(engine, 8)
+  local k = t[b]
+  if not k then k = K_G .. slot .. ':' .. b; t[b] = k end
+  return k
+end
 local function gget(slot, engine)
-  local m = GC[slot]
-  if not m then m = {}; GC[slot] = m end
+  local k = gk(slot, engine)
+  local d = GW[k]
+  if d then
+    local v = d[engine]
+    if v ~= nil then return v end
+  end
+  local m = GC[k]
+  if not m then m = {}; GC[k] = m end
   local v = m[engine]
   if v == nil then
-    v = redis.call('HGET', gkey(slot, engine), engine)
+    v = redis.call('HGET', k, engine)
     m[engine] = v
   end
   return v
 end
-local GW = {}
 local function gset(slot, engine, seq)
-  local m = GC[slot]
-  if not m then m = {}; GC[slot] = m; end
-  m[engine] = seq
-  local d = GW[slot]
-  if not d then d = {}; GW[slot] = d end
+  local k = gk(slot, engine)
+  local d = GW[k]
+  if not d then d = {}; GW[k] = d end
   d[engine] = seq
 end
 local function gflush()
-  for slot, m in pairs(GW) do
+  for k, m in pairs(GW) do
+    local sets, dels = {}, {}
     for engine, seq in pairs(m) do
-      if seq then redis.call('HSET', gkey(slot, engine), engine, seq) else redis.call('HDEL', gkey(slot, engine), engine) end
+      if seq then sets[#sets + 1] = engine; sets[#sets + 1] = seq else dels[#dels + 1] = engine end
+      if #sets >= 512 then redis.call('HSET', k, unpack(sets)); sets = {} end
+      if #dels >= 256 then redis.call('HDEL', k, unpack(dels)); dels = {} end
     end
+    if #sets > 0 then redis.call('HSET', k, unpack(sets)) end
+    if #dels > 0 then redis.call('HDEL', k, unpack(dels)) end
   end
+end
+
+-- Event index entries as raw strings (no per-record Lua tables): E[seq] = parent 8 ‖ is_child 1 ‖
+-- {slot u32, tiers u8, children i32}* ('' = absent); ED[seq] = written. A record is found by a
+-- record-aligned string.find of its 4-byte slot.
+local E, ED = {}, {}
+local function eraw(seq)
+  local s = E[seq]
+  if not s then
+    s = redis.call('HGET', ebucket(seq), seq) or ''
+    E[seq] = s
+  end
+  return s
+end
+local function eput(seq, s) E[seq] = s; ED[seq] = true end
+local function rpos(s, key4)
+  local from = 10
+  while true do
+    local p = string.find(s, key4, from, true)
+    if not p then return nil end
+    if (p - 10) % 9 == 0 then return p end
+    from = p + 1
+  end
+end
+local function eflush_raw()
+  for seq in pairs(ED) do
+    local s = E[seq]
+    if #s <= 9 then redis.call('HDEL', ebucket(seq), seq) else redis.call('HSET', ebucket(seq), seq, s) end
+  end
+  ED = {}
 end
 
 local ZERO9 = string.rep('\0', 9)
-local function rstore(slot, seq, parent, ischild, engine, tier)
-  gset(slot, engine, seq)
-  local e = eget(seq)
-  local r = rfind(e, slot)
-  local bt = bit.lshift(1, tier)
-  if r and r[2] ~= 0 then
-    if bit.band(r[2], bt) ~= 0 then return false end
-    local hadDev = bit.band(r[2], 1) ~= 0
-    r[2] = bit.bor(r[2], bt); e.dirty = true
-    if not hadDev and tier == 0 then cnt_add('n', slot, -1) end
-    return true
+local sub, byte, char, spack, sunpack = string.sub, string.byte, string.char, struct.pack, struct.unpack
+local band, bor, bnot = bit.band, bit.bor, bit.bnot
+-- Per-event counter deltas (one slot per event): held, non-device, orphans.
+local dh, dn, dor = 0, 0, 0
+
+-- parent_child: one more (d = 1) or one fewer (d = -1) held child of slot key4 on the parent entry.
+local function parent_child(parent, key4, d)
+  local ps = eraw(parent)
+  local pp = rpos(ps, key4)
+  local pt, pc = 0, 0
+  if not pp then
+    if ps == '' then ps = ZERO9 end
+    pp = #ps + 1
+    ps = ps .. key4 .. '\0\0\0\0\0'
+  else
+    pt, pc = byte(ps, pp + 4), sunpack('>i4', ps, pp + 5)
   end
-  if not r then r = {slot, 0, 0}; e.recs[#e.recs + 1] = r end
-  e.hdr = parent .. (ischild and '\1' or '\0')
-  r[2] = bt; e.dirty = true
-  cnt_add('h', slot, 1)
-  if tier ~= 0 then cnt_add('n', slot, 1) end
-  cnt_add('o', slot, -r[3])
-  if ischild then
-    local pe = eget(parent)
-    local pr = rfind(pe, slot)
-    if not pr then
-      pr = {slot, 0, 0}; pe.recs[#pe.recs + 1] = pr
-      if not pe.hdr then pe.hdr = ZERO9 end
-    end
-    pr[3] = pr[3] + 1; pe.dirty = true
-    if pr[2] == 0 then cnt_add('o', slot, 1) end
+  if d > 0 then
+    if pt == 0 then dor = dor + 1 end
+  else
+    if pt == 0 then dor = dor - 1 end
   end
-  return true
+  pc = pc + d
+  if d < 0 and pt == 0 and pc == 0 then
+    ps = sub(ps, 1, pp - 1) .. sub(ps, pp + 9)
+  else
+    ps = sub(ps, 1, pp + 4) .. spack('>i4', pc) .. sub(ps, pp + 9)
+  end
+  eput(parent, ps)
 end
 
-local function runstore(slot, seq, engine, tier)
-  local e = eget(seq)
-  local r = rfind(e, slot)
+-- rstore_core: memory's rankIndex.store on the raw entry, without the engine map and the parent's child
+-- count; returns 0 (already held in that tier), 1 (a tier added to a held block) or 2 (the block became
+-- held: its parent gains a held child).
+local function rstore_core(key4, seq, phdr, tier, bt)
+  local s = eraw(seq)
+  local p = rpos(s, key4)
+  local c = 0
+  if p then
+    local t = byte(s, p + 4)
+    if t ~= 0 then
+      if band(t, bt) ~= 0 then return 0 end
+      eput(seq, sub(s, 1, p + 3) .. char(bor(t, bt)) .. sub(s, p + 5))
+      if band(t, 1) == 0 and tier == 0 then dn = dn - 1 end
+      return 1
+    end
+    c = sunpack('>i4', s, p + 5)
+    eput(seq, phdr .. sub(s, 10, p + 3) .. char(bt) .. sub(s, p + 5))
+  else
+    eput(seq, phdr .. sub(s, 10) .. key4 .. char(bt) .. '\0\0\0\0')
+  end
+  dh = dh + 1
+  if tier ~= 0 then dn = dn + 1 end
+  dor = dor - c
+  return 2
+end
+
+-- store_event: one Stored event's blocks (already fenced; parent resolved). Returns stored blocks.
+-- Fast path (the event's sequence hashes are distinct and its parent is not one of them): blocks are
+-- visited last to first, so each block's held-child count is known before it is written, and a block new
+-- to the index is written with one HSETNX (no read); the first existing entry switches the rest of the
+-- event to read-modify-write. Otherwise: memory's order, block by block. Both give the same final state.
+local function store_event(slot, blocks, parent, ischild, tier)
+  local key4, bt, sb = spack('>I4', slot), bit.lshift(1, tier), 0
+  local nb = #blocks / 16
+  local seqs, dup = {}, {}
+  local fast = true
+  for j = 1, nb do
+    local seq = sub(blocks, j * 16 - 7, j * 16)
+    if dup[seq] then fast = false end
+    dup[seq] = true
+    seqs[j] = seq
+  end
+  if ischild and dup[parent] then fast = false end
+  if not fast then
+    for j = 1, nb do
+      local seq = seqs[j]
+      gset(slot, sub(blocks, j * 16 - 15, j * 16 - 8), seq)
+      local st = rstore_core(key4, seq, parent .. (ischild and '\1' or '\0'), tier, bt)
+      if st > 0 then sb = sb + 1 end
+      if st == 2 and ischild then parent_child(parent, key4, 1) end
+      parent, ischild = seq, true
+    end
+    return sb
+  end
+  for j = 1, nb do gset(slot, sub(blocks, j * 16 - 15, j * 16 - 8), seqs[j]) end
+  local rec = key4 .. char(bt)
+  local sfx0, sfx1 = '\1' .. rec .. '\0\0\0\0', '\1' .. rec .. '\0\0\0\1'
+  local inc, probe = false, true
+  for j = nb, 1, -1 do
+    local seq = seqs[j]
+    local st = nil
+    if probe and E[seq] == nil then
+      local v
+      if j > 1 then v = seqs[j - 1] .. (inc and sfx1 or sfx0)
+      else v = parent .. (ischild and '\1' or '\0') .. rec .. (inc and '\0\0\0\1' or '\0\0\0\0') end
+      if redis.call('HSETNX', ebucket(seq), seq, v) == 1 then
+        E[seq] = v
+        dh = dh + 1
+        if tier ~= 0 then dn = dn + 1 end
+        st = 2
+      else
+        probe = false
+      end
+    end
+    if not st then
+      local phdr
+      if j == 1 then phdr = parent .. (ischild and '\1' or '\0') else phdr = seqs[j - 1] .. '\1' end
+      st = rstore_core(key4, seq, phdr, tier, bt)
+      if inc then
+        local s = E[seq]
+        local p = rpos(s, key4)
+        eput(seq, sub(s, 1, p + 4) .. spack('>i4', sunpack('>i4', s, p + 5) + 1) .. sub(s, p + 9))
+      end
+    end
+    if st > 0 then sb = sb + 1 end
+    inc = st == 2
+  end
+  if inc and ischild then parent_child(parent, key4, 1) end
+  return sb
+end
+
+-- runstore: memory's rankIndex.unstore; true when the block was held in that tier.
+local function runstore(key4, seq, engine, slot, tier)
+  local s = eraw(seq)
+  local p = rpos(s, key4)
+  if not p then return false end
+  local t = byte(s, p + 4)
   local bt = bit.lshift(1, tier)
-  if not r or bit.band(r[2], bt) == 0 then return false end
-  local hadDev = bit.band(r[2], 1) ~= 0
-  r[2] = bit.band(r[2], bit.bnot(bt)); e.dirty = true
-  if r[2] ~= 0 then
-    if hadDev and tier == 0 then cnt_add('n', slot, 1) end
+  if band(t, bt) == 0 then return false end
+  local hadDev = band(t, 1) ~= 0
+  local t2 = band(t, bnot(bt))
+  if t2 ~= 0 then
+    eput(seq, sub(s, 1, p + 3) .. char(t2) .. sub(s, p + 5))
+    if hadDev and tier == 0 then dn = dn + 1 end
     return true
   end
-  gset(slot, engine, false)
-  cnt_add('h', slot, -1)
-  if not hadDev then cnt_add('n', slot, -1) end
-  cnt_add('o', slot, r[3])
-  if string.byte(e.hdr, 9) == 1 then
-    local pe = eget(string.sub(e.hdr, 1, 8))
-    local pr = rfind(pe, slot)
-    if not pr then
-      pr = {slot, 0, 0}; pe.recs[#pe.recs + 1] = pr
-      if not pe.hdr then pe.hdr = ZERO9 end
-    end
-    if pr[2] == 0 then cnt_add('o', slot, -1) end
-    pr[3] = pr[3] - 1; pe.dirty = true
-    if pr[2] == 0 and pr[3] == 0 then rdel(pe, slot) end
+  local c = sunpack('>i4', s, p + 5)
+  if c == 0 then
+    eput(seq, sub(s, 1, p - 1) .. sub(s, p + 9))
+  else
+    eput(seq, sub(s, 1, p + 3) .. '\0' .. sub(s, p + 5))
   end
-  if r[3] == 0 then rdel(e, slot) end
+  gset(slot, engine, false)
+  dh = dh - 1
+  if not hadDev then dn = dn - 1 end
+  dor = dor + c
+  if byte(s, 9) == 1 then parent_child(sub(s, 1, 8), key4, -1) end
   return true
 end
 
@@ -211,23 +353,24 @@ for i = 0, n - 1 do
           end
         end
         if ok then
-          for off = 1, #blocks, 16 do
-            local seq = string.sub(blocks, off + 8, off + 15)
-            if rstore(slot, seq, parent, ischild, string.sub(blocks, off, off + 7), tier) then res[SB] = res[SB] + 1 end
-            parent, ischild = seq, true
-          end
+          dh, dn, dor = 0, 0, 0
+          res[SB] = res[SB] + store_event(slot, blocks, parent, ischild, tier)
+          cnt_add('h', slot, dh); cnt_add('n', slot, dn); cnt_add('o', slot, dor)
           res[A] = res[A] + 1
         end
       elseif kind == 2 then
+        local key4 = spack('>I4', slot)
+        dh, dn, dor = 0, 0, 0
         for off = 1, #blocks, 8 do
-          local engine = string.sub(blocks, off, off + 7)
+          local engine = sub(blocks, off, off + 7)
           local seq = gget(slot, engine)
-          if not seq or not runstore(slot, seq, engine, tier) then
+          if not seq or not runstore(key4, seq, engine, slot, tier) then
             res[BNF] = res[BNF] + 1
           else
             res[RB] = res[RB] + 1
           end
         end
+        cnt_add('h', slot, dh); cnt_add('n', slot, dn); cnt_add('o', slot, dor)
         res[A] = res[A] + 1
       else
         for r = 1, w[2] do
@@ -245,7 +388,7 @@ end
 -- Flush buffered writes. Engine maps of slots cleared in this batch are written too (they are dead and
 -- reclaimed like the rest).
 gflush()
-eflush()
+eflush_raw()
 cnt_flush()
 for rid in pairs(Fdirty) do
   local f = F[rid]
