@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -192,5 +193,30 @@ func TestStatusMapping(t *testing.T) {
 		if got := Status(err); got != want {
 			t.Errorf("Status(%v) = %d, want %d", err, got, want)
 		}
+	}
+}
+
+func TestTokenList(t *testing.T) {
+	for in, want := range map[string]string{
+		`[]`: "[]", `null`: "[]", `[0]`: "[0]", ` [ 1 , 2,3 ] `: "[1 2 3]", `[4294967295]`: "[4294967295]",
+	} {
+		var l tokenList
+		if err := l.UnmarshalJSON([]byte(in)); err != nil || fmt.Sprint([]uint32(l)) != want {
+			t.Errorf("%s: %v %v", in, []uint32(l), err)
+		}
+	}
+	for _, in := range []string{`[4294967296]`, `[-1]`, `[1.0]`, `[1e3]`, `[01]`, `["1"]`, `[true]`, `"1,2"`, `{}`, `[1 2]`, `[99999999999999999999999]`} {
+		var l tokenList
+		if err := l.UnmarshalJSON([]byte(in)); err == nil {
+			t.Errorf("%s accepted as %v", in, []uint32(l))
+		}
+	}
+	// Through the decoder, the other fields still decode strictly.
+	var b routeBody
+	if err := decodeStrict([]byte(`{"pool":"p","token_ids":[5,6],"isl":9}`), "x", &b); err != nil || b.input().Pool != "p" || len(b.input().TokenIDs) != 2 || *b.input().ISL != 9 {
+		t.Fatalf("%+v %v", b, err)
+	}
+	if err := decodeStrict([]byte(`{"token_ids":[5],"bogus":1}`), "x", &b); err == nil {
+		t.Fatal("unknown field accepted")
 	}
 }

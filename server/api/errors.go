@@ -119,6 +119,8 @@ func typeName(t string) string {
 		return "a string"
 	case "bool", "*bool":
 		return "a boolean"
+	case "api.routeBody", "core.RouteInput":
+		return "an object"
 	case "core.Hash":
 		return "a 64-bit integer hash"
 	}

@@ -20,10 +20,11 @@ var sessionHeaders = []string{"X-Session-ID", "X-Dynamo-Session-ID"}
 // decodeRoute decodes a route/explain body, fills the session id from headers and tokenizes a text
 // prompt. It returns the input and the time spent tokenizing.
 func (a *API) decodeRoute(req *Request) (core.RouteInput, time.Duration, error) {
-	var in core.RouteInput
-	if err := decodeStrict(req.Body, "route request", &in); err != nil {
-		return in, 0, err
+	var body routeBody
+	if err := decodeStrict(req.Body, "route request", &body); err != nil {
+		return core.RouteInput{}, 0, err
 	}
+	in := body.input()
 	if in.SessionID == "" {
 		for _, h := range sessionHeaders {
 			if v := req.header(h); v != "" {
