@@ -20,7 +20,8 @@
 -- Complexity: O(D/32 + W·log 32) bucket HGETs on prefix-closed data (+ O(D) per rank with orphans or
 -- non-device tiers), O(W) candidate work (roster `ro` and loads `lv` are one GET each, unpacked in bulk;
 -- worker ids/urls sliced only where needed), holder tests by record-aligned string.find of the 4-byte slot
--- (only position 0's records are decoded), O(expired leases) releases, bounded reclamation.
+-- (only position 0's records are decoded), O(expired leases) releases, bounded reclamation; booking soft
+-- entries: one HSETNX per new position (HGET + HSET where one exists) and one ZADD per 512 positions.
 local mode, now, reqid, seqs = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local isl, session, pinned, rnd = tonumber(ARGV[5]), ARGV[6], ARGV[7], tonumber(ARGV[8])
 local cfg = cfg_get()
@@ -393,23 +394,34 @@ local kve = ckve
 if kve < 0 then kve = cfg.kve end
 if kve == 0 then ttl = cfg.attl end
 if ttl > 0 and D > 0 then
+  -- Soft entries, last position first: a position with no soft entry yet costs one HSETNX; the first one
+  -- that exists switches the rest (the prompt's earlier, more shared blocks) to read-modify-write. The
+  -- sweep order is one ZADD per 512 members.
   local sexp = now + ttl
   local key4 = struct.pack('>I4', slot)
   local rec = key4 .. struct.pack('>d', sexp)
-  for i = 0, D - 1 do
+  local probe = true
+  local zargs = {}
+  for i = D - 1, 0, -1 do
     local seq = SEQ[i]
     local b = sbucket(seq)
-    local s = redis.call('HGET', b, seq)
-    local parts, found = {}, false
-    if s then
-      for off = 1, #s, 12 do
-        if string.sub(s, off, off + 3) == key4 then parts[#parts + 1] = rec; found = true
-        else parts[#parts + 1] = string.sub(s, off, off + 11) end
+    if not (probe and redis.call('HSETNX', b, seq, rec) == 1) then
+      probe = false
+      local s = redis.call('HGET', b, seq)
+      local parts, found = {}, false
+      if s then
+        for off = 1, #s, 12 do
+          if string.sub(s, off, off + 3) == key4 then parts[#parts + 1] = rec; found = true
+          else parts[#parts + 1] = string.sub(s, off, off + 11) end
+        end
       end
+      if not found then parts[#parts + 1] = rec end
+      redis.call('HSET', b, seq, table.concat(parts))
     end
-    if not found then parts[#parts + 1] = rec end
-    redis.call('HSET', b, seq, table.concat(parts))
-    redis.call('ZADD', K_SX, sexp, seq .. key4)
+    zargs[#zargs + 1] = sexp
+    zargs[#zargs + 1] = seq .. key4
+    if #zargs >= 1024 then redis.call('ZADD', K_SX, unpack(zargs)); zargs = {} end
   end
+  if #zargs > 0 then redis.call('ZADD', K_SX, unpack(zargs)) end
 end
 return {'ok', cwid, crank, curl, depth, required, f17(CCOST[chosen]), shit and 1 or 0}

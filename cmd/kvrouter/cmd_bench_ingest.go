@@ -33,6 +33,8 @@ type benchIndex struct {
 	replicas  int
 	blockSize int
 	chains    [][]uint64 // local hashes
+	// predictedTTLMs is the pool's predicted_ttl (predict-on-route: every decision books soft entries).
+	predictedTTLMs int64
 }
 
 func (b *benchIndex) workerID(i int) string { return fmt.Sprintf("w%03d", i) }
@@ -53,6 +55,7 @@ func newBenchIndex(workers, blocks, chainLen, replicas int) *benchIndex {
 
 func (b *benchIndex) setup(ctx context.Context, st statestore.Store) error {
 	cfg := statestore.DefaultPoolConfig(b.blockSize)
+	cfg.PredictedTTLMs = b.predictedTTLMs
 	if err := st.PutPool(ctx, b.pool, cfg); err != nil {
 		return err
 	}

@@ -31,13 +31,14 @@ type routeRun struct {
 }
 
 func runBenchRoute(ctx context.Context, args []string) error {
-	fs := newFlagSet("bench route", "bench route [--store memory|redis://…] [--workers N] [--blocks M] [--prompt B] [--clients 1,16,64] [--duration D]")
+	fs := newFlagSet("bench route", "bench route [--store memory|redis://…] [--workers N] [--blocks M] [--prompt B] [--clients 1,16,64] [--duration D] [--predicted-ttl D]")
 	storeURL := storeFlag(fs)
 	workers := fs.Int("workers", 64, "workers in the pool")
 	blocks := fs.Int("blocks", 1000000, "indexed (block, worker) entries")
 	prompt := fs.Int("prompt", 64, "blocks per prompt")
 	clientsFlag := fs.String("clients", "1,16,64", "comma-separated concurrent client counts, one run each")
 	duration := fs.Duration("duration", 3*time.Second, "length of each run")
+	predTTL := fs.Duration("predicted-ttl", 0, "pool predicted_ttl (predict-on-route: each decision books the prompt's blocks as soft entries); 0 = off")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -55,6 +56,7 @@ func runBenchRoute(ctx context.Context, args []string) error {
 	}
 	defer st.Close()
 	b := newBenchIndex(*workers, *blocks, max(*prompt, 64), 1)
+	b.predictedTTLMs = predTTL.Milliseconds()
 	if err := b.setup(ctx, st); err != nil {
 		return err
 	}
@@ -127,7 +129,7 @@ func runBenchRoute(ctx context.Context, args []string) error {
 		runs = append(runs, run)
 	}
 	out := map[string]any{"bench": "route", "store": st.Name(), "workers": *workers, "indexed_blocks": *blocks,
-		"prompt_blocks": *prompt, "index_load_seconds": loadSecs, "runs": runs}
+		"prompt_blocks": *prompt, "predicted_ttl_ms": b.predictedTTLMs, "index_load_seconds": loadSecs, "runs": runs}
 	enc := json.NewEncoder(os.Stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)
