@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/rueidis"
 
 	"github.com/kvrouter/kvrouter/core"
 	"github.com/kvrouter/kvrouter/server/api"
@@ -99,36 +98,11 @@ func OpenStore(ctx context.Context, url string) (statestore.Store, error) {
 	if url == "" || url == "memory" {
 		return statestore.NewMemory(), nil
 	}
-	scheme, rest, ok := strings.Cut(url, "://")
-	if !ok || (scheme != "redis" && scheme != "rediss") {
-		return nil, fmt.Errorf("KVROUTER_STORE=%q: want memory or redis://host:port[/db] (rediss:// for TLS, comma-separated cluster seeds)", url)
-	}
-	hosts, path, _ := strings.Cut(rest, "/")
-	creds := ""
-	if i := strings.LastIndexByte(hosts, '@'); i >= 0 {
-		creds, hosts = hosts[:i+1], hosts[i+1:]
-	}
-	seeds := strings.Split(hosts, ",")
-	first := scheme + "://" + creds + seeds[0]
-	if path != "" {
-		first += "/" + path
-	}
-	opt, err := rueidis.ParseURL(first)
+	// One small client per execution environment: it serves one invocation at a time, and a 2 s write
+	// deadline notices a socket that died while the environment was frozen.
+	st, err := statestore.OpenRedis(url, statestore.RedisDialOptions{ConnWriteTimeout: 2 * time.Second, BlockingPoolSize: 2})
 	if err != nil {
-		return nil, fmt.Errorf("KVROUTER_STORE=%q: %v", url, err)
-	}
-	opt.InitAddress = seeds
-	opt.DisableCache = true
-	opt.ConnWriteTimeout = 2 * time.Second
-	opt.BlockingPoolSize = 2
-	c, err := rueidis.NewClient(opt)
-	if err != nil {
-		return nil, fmt.Errorf("%w: redis %s: %v", statestore.ErrUnavailable, hosts, err)
-	}
-	st, err := statestore.NewRedis(c, statestore.RedisOptions{Name: scheme + "://" + hosts})
-	if err != nil {
-		c.Close()
-		return nil, err
+		return nil, fmt.Errorf("KVROUTER_STORE: %w", err)
 	}
 	return st, nil
 }
