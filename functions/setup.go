@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-
 	"github.com/kvrouter/kvrouter/core"
 	"github.com/kvrouter/kvrouter/server/api"
 	"github.com/kvrouter/kvrouter/statestore"
