@@ -48,9 +48,6 @@ func runIngest(ctx context.Context, args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	if len(engines) == 1 && strings.Contains(engines[0], " ") { // from KVROUTER_ENGINE
-		engines = strings.Fields(engines[0])
-	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
 		return fmt.Errorf("--log-level %q: %v", *logLevel, err)
@@ -62,24 +59,9 @@ func runIngest(ctx context.Context, args []string) error {
 	if *blockSize < 1 {
 		return fmt.Errorf("invalid configuration: --block-size %d: must be > 0", *blockSize)
 	}
-	type engineSpec struct {
-		cfg ingest.SubscriberConfig
-		url string
-	}
-	var specs []engineSpec
-	for _, e := range engines {
-		cfg, url, err := ingest.ParseEngineSpec(e)
-		if err != nil {
-			return fmt.Errorf("invalid configuration: %v", err)
-		}
-		if err := statestore.CheckID("--engine worker id", cfg.WorkerID); err != nil {
-			return fmt.Errorf("invalid configuration: %v", err)
-		}
-		cfg.Pool, cfg.BlockSize, cfg.QueueSize, cfg.Logger = *pool, *blockSize, *queue, logger
-		if err := cfg.Validate(); err != nil {
-			return fmt.Errorf("invalid configuration: --engine %q: %v", e, err)
-		}
-		specs = append(specs, engineSpec{cfg, url})
+	specs, err := parseEngineSpecs(engines, *pool, *blockSize, *queue, logger)
+	if err != nil {
+		return err
 	}
 
 	st, err := openStore(ctx, *storeURL, storeOptions{})
@@ -89,24 +71,10 @@ func runIngest(ctx context.Context, args []string) error {
 	defer st.Close()
 	rt := core.New(st, core.Options{})
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err = setupIngest(sctx, rt, *pool, *blockSize, func(yield func(id, url string, dp int) error) error {
-		for _, s := range specs {
-			if err := yield(s.cfg.WorkerID, s.url, s.cfg.DPRank); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	mgr, err := startIngest(sctx, rt, st, *pool, *blockSize, specs)
 	cancel()
 	if err != nil {
 		return err
-	}
-
-	mgr := ingest.NewManager(st)
-	for _, s := range specs {
-		if err := mgr.Add(s.cfg); err != nil {
-			return fmt.Errorf("invalid configuration: %v", err)
-		}
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -156,6 +124,58 @@ func runIngest(ctx context.Context, args []string) error {
 		err = nil
 	}
 	return err
+}
+
+// engineSpec is one --engine subscription and the worker URL it registers.
+type engineSpec struct {
+	cfg ingest.SubscriberConfig
+	url string
+}
+
+// parseEngineSpecs validates --engine values (WORKER=tcp://…[,replay=…][,dp=N][,url=…]) for a pool.
+func parseEngineSpecs(engines []string, pool string, blockSize, queue int, logger *slog.Logger) ([]engineSpec, error) {
+	if len(engines) == 1 && strings.Contains(engines[0], " ") { // from KVROUTER_ENGINE
+		engines = strings.Fields(engines[0])
+	}
+	var specs []engineSpec
+	for _, e := range engines {
+		cfg, url, err := ingest.ParseEngineSpec(e)
+		if err != nil {
+			return nil, fmt.Errorf("invalid configuration: %v", err)
+		}
+		if err := statestore.CheckID("--engine worker id", cfg.WorkerID); err != nil {
+			return nil, fmt.Errorf("invalid configuration: %v", err)
+		}
+		cfg.Pool, cfg.BlockSize, cfg.QueueSize, cfg.Logger = pool, blockSize, queue, logger
+		if err := cfg.Validate(); err != nil {
+			return nil, fmt.Errorf("invalid configuration: --engine %q: %v", e, err)
+		}
+		specs = append(specs, engineSpec{cfg, url})
+	}
+	return specs, nil
+}
+
+// startIngest makes sure the pool and the engines' workers exist, and returns a Manager (not yet
+// running) with one subscriber per engine.
+func startIngest(ctx context.Context, rt *core.Router, sink ingest.Sink, pool string, blockSize int, specs []engineSpec) (*ingest.Manager, error) {
+	err := setupIngest(ctx, rt, pool, blockSize, func(yield func(id, url string, dp int) error) error {
+		for _, s := range specs {
+			if err := yield(s.cfg.WorkerID, s.url, s.cfg.DPRank); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	mgr := ingest.NewManager(sink)
+	for _, s := range specs {
+		if err := mgr.Add(s.cfg); err != nil {
+			return nil, fmt.Errorf("invalid configuration: %v", err)
+		}
+	}
+	return mgr, nil
 }
 
 // setupIngest creates the pool if missing (checking its block size otherwise) and registers every

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/kvrouter/kvrouter/core"
+	"github.com/kvrouter/kvrouter/ingest"
 	"github.com/kvrouter/kvrouter/server"
 	"github.com/kvrouter/kvrouter/server/api"
 	"github.com/kvrouter/kvrouter/statestore"
@@ -79,6 +80,8 @@ func runServe(ctx context.Context, args []string) error {
 	pool := fs.String("pool", core.DefaultPool, "the pool the pool flags below apply to")
 	loadAware := fs.Bool("load-aware", false, "preset: overlap_score_credit 0 (pure load balancing)")
 	agentic := fs.Bool("agentic", false, "preset: credit 2, prefill scale 4, request weight 64")
+	var engines multiFlag
+	fs.Var(&engines, "engine", "subscribe to an engine's vLLM/SGLang ZMQ KV events in-process, into --pool (repeatable; meant for the embedded store — with Redis run `kvrouter ingest` instead): WORKER=tcp://host:port[,replay=tcp://host:port][,dp=N][,url=http://…]")
 	knobVals := map[string]*string{}
 	for _, k := range poolKnobFlags {
 		knobVals[k.knob] = fs.String(strings.ReplaceAll(k.knob, "_", "-"), "", k.help+" ["+k.kind+"]")
@@ -139,7 +142,7 @@ func runServe(ctx context.Context, args []string) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("invalid configuration: %v", err)
 	}
-	return serve(ctx, cfg)
+	return serve(ctx, cfg, engines, *pool)
 }
 
 func parseKnobFlag(kind, s string) (any, error) {
@@ -156,8 +159,9 @@ func parseKnobFlag(kind, s string) (any, error) {
 	return f, err
 }
 
-// serve runs the server with a validated configuration until ctx ends.
-func serve(ctx context.Context, cfg server.Config) error {
+// serve runs the server with a validated configuration until ctx ends; engines (--engine) are subscribed
+// to in-process, into enginePool.
+func serve(ctx context.Context, cfg server.Config, engines []string, enginePool string) error {
 	level, _ := server.ParseLogLevel(cfg.LogLevel)
 	hopts := &slog.HandlerOptions{Level: level}
 	var logger *slog.Logger
@@ -192,6 +196,33 @@ func serve(ctx context.Context, cfg server.Config) error {
 	cancel()
 	if err != nil {
 		return err
+	}
+
+	if len(engines) > 0 {
+		sctx, cancel := context.WithTimeout(ctx, 2*cfg.StoreTimeout)
+		pc, err := rt.PoolConfig(sctx, enginePool)
+		if err != nil {
+			cancel()
+			return fmt.Errorf("--engine: pool %q: %w", enginePool, err)
+		}
+		specs, err := parseEngineSpecs(engines, enginePool, pc.BlockSize, 64, logger)
+		if err != nil {
+			cancel()
+			return err
+		}
+		mgr, err := startIngest(sctx, rt, st, enginePool, pc.BlockSize, specs)
+		cancel()
+		if err != nil {
+			return err
+		}
+		reg.MustRegister(ingest.NewCollector(mgr))
+		mctx, stopMgr := context.WithCancel(context.Background())
+		mdone := make(chan struct{})
+		go func() {
+			defer close(mdone)
+			_ = mgr.Run(mctx)
+		}()
+		defer func() { stopMgr(); <-mdone }() // after the HTTP server drained
 	}
 
 	tp, shutdownTracing, err := server.Tracing(ctx, cfg.OTLPEndpoint, "kvrouter")
