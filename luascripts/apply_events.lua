@@ -68,7 +68,7 @@ local function gget(slot, engine)
   if not m then m = {}; GC[k] = m end
   local v = m[engine]
   if v == nil then
-    v = redis.call('HGET', k, engine)
+    v = redis.call('HGET', k, gfield(engine))
     m[engine] = v
   end
   return v
@@ -83,7 +83,7 @@ local function gflush()
   for k, m in pairs(GW) do
     local sets, dels = {}, {}
     for engine, seq in pairs(m) do
-      if seq then sets[#sets + 1] = engine; sets[#sets + 1] = seq else dels[#dels + 1] = engine end
+      if seq then sets[#sets + 1] = gfield(engine); sets[#sets + 1] = seq else dels[#dels + 1] = gfield(engine) end
       if #sets >= 512 then redis.call('HSET', k, unpack(sets)); sets = {} end
       if #dels >= 256 then redis.call('HDEL', k, unpack(dels)); dels = {} end
     end
@@ -93,13 +93,15 @@ local function gflush()
 end
 
 -- Event index entries as raw strings (no per-record Lua tables): E[seq] = parent 8 ‖ is_child 1 ‖
--- {slot u32, tiers u8, children i32}* ('' = absent); ED[seq] = written. A record is found by a
+-- {slot u32, children·8 + tiers i32}* ('' = absent); ED[seq] = written. A record is found by a
 -- record-aligned string.find of its 4-byte slot.
 local E, ED = {}, {}
+local sub, byte, char, spack, sunpack = string.sub, string.byte, string.char, struct.pack, struct.unpack
+local band, bor, bnot = bit.band, bit.bor, bit.bnot
 local function eraw(seq)
   local s = E[seq]
   if not s then
-    s = redis.call('HGET', ebucket(seq), seq) or ''
+    s = redis.call('HGET', ebucket(seq), efield(seq)) or ''
     E[seq] = s
   end
   return s
@@ -110,21 +112,27 @@ local function rpos(s, key4)
   while true do
     local p = string.find(s, key4, from, true)
     if not p then return nil end
-    if (p - 10) % 9 == 0 then return p end
+    if (p - 10) % 8 == 0 then return p end
     from = p + 1
   end
 end
+-- rget: tiers and held children of the record at p; rset: the entry with that record replaced.
+local function rget(s, p)
+  local w = sunpack('>i4', s, p + 4)
+  local t = w % 8
+  return t, (w - t) / 8
+end
+local function rset(s, p, t, c) return sub(s, 1, p + 3) .. spack('>i4', c * 8 + t) .. sub(s, p + 8) end
+local function rcut(s, p) return sub(s, 1, p - 1) .. sub(s, p + 8) end
 local function eflush_raw()
   for seq in pairs(ED) do
     local s = E[seq]
-    if #s <= 9 then redis.call('HDEL', ebucket(seq), seq) else redis.call('HSET', ebucket(seq), seq, s) end
+    if #s <= 9 then redis.call('HDEL', ebucket(seq), efield(seq)) else redis.call('HSET', ebucket(seq), efield(seq), s) end
   end
   ED = {}
 end
 
 local ZERO9 = string.rep('\0', 9)
-local sub, byte, char, spack, sunpack = string.sub, string.byte, string.char, struct.pack, struct.unpack
-local band, bor, bnot = bit.band, bit.bor, bit.bnot
 -- Per-event counter deltas (one slot per event): held, non-device, orphans.
 local dh, dn, dor = 0, 0, 0
 
@@ -136,21 +144,13 @@ local function parent_child(parent, key4, d)
   if not pp then
     if ps == '' then ps = ZERO9 end
     pp = #ps + 1
-    ps = ps .. key4 .. '\0\0\0\0\0'
+    ps = ps .. key4 .. '\0\0\0\0'
   else
-    pt, pc = byte(ps, pp + 4), sunpack('>i4', ps, pp + 5)
+    pt, pc = rget(ps, pp)
   end
-  if d > 0 then
-    if pt == 0 then dor = dor + 1 end
-  else
-    if pt == 0 then dor = dor - 1 end
-  end
+  if pt == 0 then dor = dor + d end
   pc = pc + d
-  if d < 0 and pt == 0 and pc == 0 then
-    ps = sub(ps, 1, pp - 1) .. sub(ps, pp + 9)
-  else
-    ps = sub(ps, 1, pp + 4) .. spack('>i4', pc) .. sub(ps, pp + 9)
-  end
+  if d < 0 and pt == 0 and pc == 0 then ps = rcut(ps, pp) else ps = rset(ps, pp, pt, pc) end
   eput(parent, ps)
 end
 
@@ -162,17 +162,17 @@ local function rstore_core(key4, seq, phdr, tier, bt)
   local p = rpos(s, key4)
   local c = 0
   if p then
-    local t = byte(s, p + 4)
+    local t
+    t, c = rget(s, p)
     if t ~= 0 then
       if band(t, bt) ~= 0 then return 0 end
-      eput(seq, sub(s, 1, p + 3) .. char(bor(t, bt)) .. sub(s, p + 5))
+      eput(seq, rset(s, p, bor(t, bt), c))
       if band(t, 1) == 0 and tier == 0 then dn = dn - 1 end
       return 1
     end
-    c = sunpack('>i4', s, p + 5)
-    eput(seq, phdr .. sub(s, 10, p + 3) .. char(bt) .. sub(s, p + 5))
+    eput(seq, phdr .. sub(rset(s, p, bt, c), 10))
   else
-    eput(seq, phdr .. sub(s, 10) .. key4 .. char(bt) .. '\0\0\0\0')
+    eput(seq, phdr .. sub(s, 10) .. key4 .. spack('>i4', bt))
   end
   dh = dh + 1
   if tier ~= 0 then dn = dn + 1 end
@@ -209,8 +209,8 @@ local function store_event(slot, blocks, parent, ischild, tier)
     return sb
   end
   for j = 1, nb do gset(slot, sub(blocks, j * 16 - 15, j * 16 - 8), seqs[j]) end
-  local rec = key4 .. char(bt)
-  local sfx0, sfx1 = '\1' .. rec .. '\0\0\0\0', '\1' .. rec .. '\0\0\0\1'
+  local rec0, rec1 = key4 .. spack('>i4', bt), key4 .. spack('>i4', 8 + bt)
+  local sfx0, sfx1 = '\1' .. rec0, '\1' .. rec1
   local inc, probe = false, true
   for j = nb, 1, -1 do
     local seq = seqs[j]
@@ -218,8 +218,8 @@ local function store_event(slot, blocks, parent, ischild, tier)
     if probe and E[seq] == nil then
       local v
       if j > 1 then v = seqs[j - 1] .. (inc and sfx1 or sfx0)
-      else v = parent .. (ischild and '\1' or '\0') .. rec .. (inc and '\0\0\0\1' or '\0\0\0\0') end
-      if redis.call('HSETNX', ebucket(seq), seq, v) == 1 then
+      else v = parent .. (ischild and '\1' or '\0') .. (inc and rec1 or rec0) end
+      if redis.call('HSETNX', ebucket(seq), efield(seq), v) == 1 then
         E[seq] = v
         dh = dh + 1
         if tier ~= 0 then dn = dn + 1 end
@@ -235,7 +235,8 @@ local function store_event(slot, blocks, parent, ischild, tier)
       if inc then
         local s = E[seq]
         local p = rpos(s, key4)
-        eput(seq, sub(s, 1, p + 4) .. spack('>i4', sunpack('>i4', s, p + 5) + 1) .. sub(s, p + 9))
+        local t, c = rget(s, p)
+        eput(seq, rset(s, p, t, c + 1))
       end
     end
     if st > 0 then sb = sb + 1 end
@@ -250,22 +251,17 @@ local function runstore(key4, seq, engine, slot, tier)
   local s = eraw(seq)
   local p = rpos(s, key4)
   if not p then return false end
-  local t = byte(s, p + 4)
+  local t, c = rget(s, p)
   local bt = bit.lshift(1, tier)
   if band(t, bt) == 0 then return false end
   local hadDev = band(t, 1) ~= 0
   local t2 = band(t, bnot(bt))
   if t2 ~= 0 then
-    eput(seq, sub(s, 1, p + 3) .. char(t2) .. sub(s, p + 5))
+    eput(seq, rset(s, p, t2, c))
     if hadDev and tier == 0 then dn = dn + 1 end
     return true
   end
-  local c = sunpack('>i4', s, p + 5)
-  if c == 0 then
-    eput(seq, sub(s, 1, p - 1) .. sub(s, p + 9))
-  else
-    eput(seq, sub(s, 1, p + 3) .. '\0' .. sub(s, p + 5))
-  end
+  if c == 0 then eput(seq, rcut(s, p)) else eput(seq, rset(s, p, 0, c)) end
   gset(slot, engine, false)
   dh = dh - 1
   if not hadDev then dn = dn - 1 end

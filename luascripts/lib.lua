@@ -21,9 +21,10 @@
 --  13 ss      HASH   session id -> cmsgpack {rid, wid, gen, active, idle_at_ms}
 --  14 sx      ZSET   soft entry (seq 8 bytes .. slot 4 bytes) scored by expiry, ms
 --  15 e:      prefix of the event index buckets  e:<n>, n = last 12 bits of the sequence hash:
---                    HASH seq(8 bytes) -> parent seq(8) .. is_child(1) .. {slot u32, tiers u8, children i32}*
+--                    HASH seq's first 7 bytes -> parent seq(8) .. is_child(1) .. {slot u32, children·8 + tiers i32}*
+--                    (tiers: bit 0 device, 1 host, 2 disk; children: held children of that slot, signed)
 --  16 g:      prefix of the engine maps g:<slot>:<n>, n = last byte of the engine hash:
---                    HASH engine hash(8 bytes) -> seq(8 bytes)
+--                    HASH engine hash's first 7 bytes -> seq(8 bytes)
 --  17 s:      prefix of the soft index buckets s:<n>, n = last 10 bits of the sequence hash:
 --                    HASH seq(8 bytes) -> {slot u32, expiry_ms double}*
 --  18 wz      ZSET   worker ids, score 0 (memcmp order = candidate order)
@@ -40,6 +41,10 @@ local SOFT_SWEEP = 256         -- expired soft entries swept per call
 local function ebucket(seq) local a, b = string.byte(seq, 7, 8); return K_E .. ((a * 256 + b) % NB_E) end
 local function sbucket(seq) local a, b = string.byte(seq, 7, 8); return K_S .. ((a * 256 + b) % NB_S) end
 local function gkey(slot, engine) return K_G .. slot .. ':' .. string.byte(engine, 8) end
+-- Fields drop the hash's last byte, which the bucket number already fixes (e: its low 12 bits select the
+-- bucket; g: its last byte does), so a field is 7 bytes and still unique within its bucket.
+local function efield(seq) return string.sub(seq, 1, 7) end
+local function gfield(engine) return string.sub(engine, 1, 7) end
 
 local CFG_FIELDS = {'bs', 'osc', 'hw', 'dw', 'pls', 'decay', 'rw', 'temp', 'bpf', 'bdf', 'kve', 'attl', 'pttl', 'sttl', 'lttl', 'wttl', 'mpt'}
 local CFG_FMT = '>' .. string.rep('d', #CFG_FIELDS)   -- cfg field 'bin': every knob as f64, CFG_FIELDS order
@@ -227,12 +232,13 @@ end
 local function eparse(s)
   local recs = {}
   if not s then return nil, recs end
-  local n = (#s - 9) / 9
+  local n = (#s - 9) / 8
   local off = 10
   for i = 1, n do
-    local slot, t, c = struct.unpack('>I4Bi4', s, off)
-    recs[i] = {slot, t, c}
-    off = off + 9
+    local slot, w = struct.unpack('>I4i4', s, off)
+    local t = w % 8
+    recs[i] = {slot, t, (w - t) / 8}
+    off = off + 8
   end
   return string.sub(s, 1, 9), recs
 end
@@ -241,7 +247,7 @@ local EC = {}
 local function eget(seq)
   local e = EC[seq]
   if not e then
-    local hdr, recs = eparse(redis.call('HGET', ebucket(seq), seq) or nil)
+    local hdr, recs = eparse(redis.call('HGET', ebucket(seq), efield(seq)) or nil)
     e = {hdr = hdr, recs = recs, dirty = false}
     EC[seq] = e
   end
@@ -259,11 +265,11 @@ local function eflush()
   for seq, e in pairs(EC) do
     if e.dirty then
       if #e.recs == 0 then
-        redis.call('HDEL', ebucket(seq), seq)
+        redis.call('HDEL', ebucket(seq), efield(seq))
       else
         local parts = {e.hdr}
-        for i, r in ipairs(e.recs) do parts[i + 1] = struct.pack('>I4Bi4', r[1], r[2], r[3]) end
-        redis.call('HSET', ebucket(seq), seq, table.concat(parts))
+        for i, r in ipairs(e.recs) do parts[i + 1] = struct.pack('>I4i4', r[1], r[3] * 8 + r[2]) end
+        redis.call('HSET', ebucket(seq), efield(seq), table.concat(parts))
       end
     end
   end

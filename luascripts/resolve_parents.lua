@@ -17,7 +17,7 @@ for i = 2, #ARGV, 2 do
   local v = ''
   if rank and rank >= 0 and rank < w[2] then
     local slot = w[7][rank + 1]
-    v = redis.call('HGET', gkey(slot, ARGV[i + 1]), ARGV[i + 1]) or ''
+    v = redis.call('HGET', gkey(slot, ARGV[i + 1]), gfield(ARGV[i + 1])) or ''
   end
   out[#out + 1] = v
 end

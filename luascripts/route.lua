@@ -48,13 +48,14 @@ local SEQ = {}
 for i = 0, D - 1 do SEQ[i] = string.sub(seqs, i * 8 + 1, i * 8 + 8) end
 
 -- Event layer: ER[i] = the raw entry at query position i ('' none): parent seq 8 ‖ is_child 1 ‖
--- {slot u32, tiers u8, children i32}*. A slot is looked up with string.find on its 4 bytes, accepting only
--- matches aligned to a record, so no probe parses the other holders' records.
+-- {slot u32, children·8 + tiers i32}* (tiers = the record's last byte % 8). A slot is looked up with
+-- string.find on its 4 bytes, accepting only matches aligned to a record, so no probe parses the other
+-- holders' records.
 local ER = {}
 local function eraw(i)
   local s = ER[i]
   if not s then
-    s = redis.call('HGET', ebucket(SEQ[i]), SEQ[i]) or ''
+    s = redis.call('HGET', ebucket(SEQ[i]), efield(SEQ[i])) or ''
     ER[i] = s
   end
   return s
@@ -63,15 +64,15 @@ local SK = {}
 -- etier returns the tiers of slot's record at position i, or nil when it holds none there.
 local function etier(i, slot)
   local s = eraw(i)
-  if #s < 18 then return nil end
+  if #s < 17 then return nil end
   local key = SK[slot]
   if not key then key = struct.pack('>I4', slot); SK[slot] = key end
   local from = 10
   while true do
     local p = string.find(s, key, from, true)
     if not p then return nil end
-    if (p - 10) % 9 == 0 then
-      local t = string.byte(s, p + 4)
+    if (p - 10) % 8 == 0 then
+      local t = string.byte(s, p + 7) % 8
       if t ~= 0 then return t end
       return nil
     end
@@ -126,8 +127,9 @@ local ev = {}
 if D > 0 and N > 0 then
   local at0 = {}
   local s0 = eraw(0)
-  for off = 10, #s0 - 8, 9 do
-    local s, t = struct.unpack('>I4B', s0, off)
+  for off = 10, #s0 - 7, 8 do
+    local s, w = struct.unpack('>I4i4', s0, off)
+    local t = w % 8
     if t ~= 0 and live[s] and not orph[s] then at0[#at0 + 1] = s end
   end
   jump_depths(at0, function(i, s) return etier(i, s) ~= nil end, D, ev)
