@@ -46,44 +46,46 @@ local w = cmsgpack.unpack(wp)
 local seen = tonumber(redis.call('HGET', K_SEEN, wid) or '0')
 if now > seen then redis.call('HSET', K_SEEN, wid, now) end
 
--- Engine maps per bucket key: writes GW[gk][engine] = seq | false (flushed with one HSET / HDEL per
--- bucket), reads cached in GC[gk][engine] = seq | false.
+-- Engine maps per bucket key, by field (the engine hash's first 7 bytes; its last byte picks the bucket):
+-- writes GW[gk][field] = seq | false (flushed with one HSET / HDEL per bucket), reads cached in
+-- GC[gk][field] = seq | false.
 local GC, GW, GK = {}, {}, {}
-local function gk(slot, engine)
+local function gkb(slot, b)
   local t = GK[slot]
   if not t then t = {}; GK[slot] = t end
-  local b = string.byte(engine, 8)
   local k = t[b]
   if not k then k = K_G .. slot .. ':' .. b; t[b] = k end
   return k
 end
 local function gget(slot, engine)
-  local k = gk(slot, engine)
+  local k, f = gkb(slot, string.byte(engine, 8)), gfield(engine)
   local d = GW[k]
   if d then
-    local v = d[engine]
+    local v = d[f]
     if v ~= nil then return v end
   end
   local m = GC[k]
   if not m then m = {}; GC[k] = m end
-  local v = m[engine]
+  local v = m[f]
   if v == nil then
-    v = redis.call('HGET', k, gfield(engine))
-    m[engine] = v
+    v = redis.call('HGET', k, f)
+    m[f] = v
   end
   return v
 end
-local function gset(slot, engine, seq)
-  local k = gk(slot, engine)
+-- gset_at: the engine hash at byte offset off of blob s maps to seq (false: removed).
+local function gset_at(slot, s, off, seq)
+  local k = gkb(slot, string.byte(s, off + 7))
   local d = GW[k]
   if not d then d = {}; GW[k] = d end
-  d[engine] = seq
+  d[string.sub(s, off, off + 6)] = seq
 end
+local function gset(slot, engine, seq) gset_at(slot, engine, 1, seq) end
 local function gflush()
   for k, m in pairs(GW) do
     local sets, dels = {}, {}
-    for engine, seq in pairs(m) do
-      if seq then sets[#sets + 1] = gfield(engine); sets[#sets + 1] = seq else dels[#dels + 1] = gfield(engine) end
+    for f, seq in pairs(m) do
+      if seq then sets[#sets + 1] = f; sets[#sets + 1] = seq else dels[#dels + 1] = f end
       if #sets >= 512 then redis.call('HSET', k, unpack(sets)); sets = {} end
       if #dels >= 256 then redis.call('HDEL', k, unpack(dels)); dels = {} end
     end
@@ -200,7 +202,7 @@ local function store_event(slot, blocks, parent, ischild, tier)
   if not fast then
     for j = 1, nb do
       local seq = seqs[j]
-      gset(slot, sub(blocks, j * 16 - 15, j * 16 - 8), seq)
+      gset_at(slot, blocks, j * 16 - 15, seq)
       local st = rstore_core(key4, seq, parent .. (ischild and '\1' or '\0'), tier, bt)
       if st > 0 then sb = sb + 1 end
       if st == 2 and ischild then parent_child(parent, key4, 1) end
@@ -208,7 +210,7 @@ local function store_event(slot, blocks, parent, ischild, tier)
     end
     return sb
   end
-  for j = 1, nb do gset(slot, sub(blocks, j * 16 - 15, j * 16 - 8), seqs[j]) end
+  for j = 1, nb do gset_at(slot, blocks, j * 16 - 15, seqs[j]) end
   local rec0, rec1 = key4 .. spack('>i4', bt), key4 .. spack('>i4', 8 + bt)
   local sfx0, sfx1 = '\1' .. rec0, '\1' .. rec1
   local inc, probe = false, true

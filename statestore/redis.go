@@ -41,7 +41,8 @@ var _ Store = (*Redis)(nil)
 
 // MaxBlocksPerCall bounds the blocks of one apply_events call: a batch is split at event boundaries.
 // 512 blocks keep a call near SPEC §8's 1 ms of Redis time (the least-preempted call measured 1.6 ms on a
-// loaded box); throughput matches 2048-block calls, and other clients wait less behind one.
+// loaded box), so other clients wait less behind one; it costs ~4% more Redis CPU per block than 2048
+// (engine-map writes group less), see docs/PERFORMANCE.md.
 const MaxBlocksPerCall = 512
 
 // NewRedis returns a Redis store over a client the caller created (it never dials by itself).
