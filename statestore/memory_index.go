@@ -54,76 +54,81 @@ func bestTier(tiers uint8) Tier {
 	return TierDisk
 }
 
-// holders is the set of slots holding one block: three inline (most blocks are held by one or a few
-// ranks), the rest in an overflow slice.
+// holders is the set of slots holding one block: up to three inline (most blocks are held by one or a
+// few ranks); more spill into eventIndex.over. It holds no pointer, so the pool's largest table is not
+// scanned by the garbage collector.
 type holders struct {
 	inline [3]slotID
 	n      int32
-	more   *[]slotID
 }
 
-func (h *holders) at(i int) slotID {
-	if i < 3 {
-		return h.inline[i]
+const inlineHolders = 3
+
+// eventIndex is the pool-wide event layer: sequence hash → holding slots.
+type eventIndex struct {
+	m    u64Map[holders]
+	over map[uint64][]slotID // holders beyond the inline ones, by sequence hash
+}
+
+// at returns the j-th holder of h (the holders of seq).
+func (ix *eventIndex) at(seq uint64, h *holders, j int) slotID {
+	if j < inlineHolders {
+		return h.inline[j]
 	}
-	return (*h.more)[i-3]
+	return ix.over[seq][j-inlineHolders]
 }
 
-func (h *holders) contains(s slotID) bool {
-	for i := 0; i < int(h.n); i++ {
-		if h.at(i) == s {
+func (ix *eventIndex) contains(seq uint64, h *holders, s slotID) bool {
+	for j := 0; j < int(h.n); j++ {
+		if ix.at(seq, h, j) == s {
 			return true
 		}
 	}
 	return false
 }
 
-func (h *holders) add(s slotID) {
-	if h.n < 3 {
+func (ix *eventIndex) add(seq uint64, s slotID) {
+	h := ix.m.Ref(seq)
+	if h.n < inlineHolders {
 		h.inline[h.n] = s
 	} else {
-		if h.more == nil {
-			h.more = new([]slotID)
+		if ix.over == nil {
+			ix.over = map[uint64][]slotID{}
 		}
-		*h.more = append(*h.more, s)
+		ix.over[seq] = append(ix.over[seq], s)
 	}
 	h.n++
 }
 
-// remove deletes s (swap with the last holder).
-func (h *holders) remove(s slotID) {
-	for i := 0; i < int(h.n); i++ {
-		if h.at(i) != s {
-			continue
-		}
-		last := h.at(int(h.n) - 1)
-		if i < 3 {
-			h.inline[i] = last
-		} else {
-			(*h.more)[i-3] = last
-		}
-		if h.n > 3 {
-			*h.more = (*h.more)[:len(*h.more)-1]
-		}
-		h.n--
-		return
-	}
-}
-
-// eventIndex is the pool-wide event layer: sequence hash → holding slots.
-type eventIndex struct{ m u64Map[holders] }
-
-func (ix *eventIndex) add(seq uint64, s slotID) { ix.m.Ref(seq).add(s) }
-
+// remove deletes s from the holders of seq (swapping in the last holder).
 func (ix *eventIndex) remove(seq uint64, s slotID) {
 	i := ix.m.find(seq)
 	if i < 0 {
 		return
 	}
 	h := &ix.m.slots[i].val
-	h.remove(s)
+	for j := 0; j < int(h.n); j++ {
+		if ix.at(seq, h, j) != s {
+			continue
+		}
+		last := ix.at(seq, h, int(h.n)-1)
+		if j < inlineHolders {
+			h.inline[j] = last
+		} else {
+			ix.over[seq][j-inlineHolders] = last
+		}
+		if h.n > inlineHolders {
+			if o := ix.over[seq]; len(o) == 1 {
+				delete(ix.over, seq)
+			} else {
+				ix.over[seq] = o[:len(o)-1]
+			}
+		}
+		h.n--
+		break
+	}
 	if h.n == 0 {
-		ix.m.Delete(seq)
+		ix.m.deleteAt(i)
 	}
 }
 

@@ -85,7 +85,7 @@ func (e *eventHolders) at(i int) []slotID {
 		return e.buf
 	}
 	for j := 0; j < int(h.n); j++ {
-		if s := h.at(j); e.live(s) && !e.skip(s) {
+		if s := e.ix.at(e.seq[i], h, j); e.live(s) && !e.skip(s) {
 			e.buf = append(e.buf, s)
 		}
 	}
@@ -94,7 +94,7 @@ func (e *eventHolders) at(i int) []slotID {
 
 func (e *eventHolders) contains(i int, s slotID) bool {
 	h := e.get(i)
-	return h != nil && h.contains(s)
+	return h != nil && e.ix.contains(e.seq[i], h, s)
 }
 
 // softHolders answers holder queries on the soft layer at time now.
