@@ -62,13 +62,9 @@ func runBenchServe(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	var clientCounts []int
-	for _, s := range strings.Split(*clientsFlag, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n <= 0 {
-			return fmt.Errorf("--clients: bad count %q", s)
-		}
-		clientCounts = append(clientCounts, n)
+	clientCounts, err := parseCounts("clients", *clientsFlag)
+	if err != nil {
+		return err
 	}
 	if *workers <= 0 || *prefixes <= 0 || *blockSize <= 0 || *prompt < *blockSize || *duration <= 0 {
 		return fmt.Errorf("--workers, --prefixes, --block-size, --duration must be > 0 and --prompt >= --block-size")

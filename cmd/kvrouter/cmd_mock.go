@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 
@@ -48,11 +46,10 @@ func runMock(ctx context.Context, args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	var lvl slog.Level
-	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
-		return fmt.Errorf("--log-level %q: %v", *logLevel, err)
+	logger, err := textLogger(*logLevel)
+	if err != nil {
+		return err
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 	switch {
 	case *n < 1 || *n > 1024:
 		return fmt.Errorf("--engines %d: must be in [1, 1024]", *n)
