@@ -27,10 +27,12 @@ local isl, session, pinned, rnd = tonumber(ARGV[5]), ARGV[6], ARGV[7], tonumber(
 local cfg = cfg_get()
 if not cfg then return {'unknown_pool'} end
 local D = #seqs / 8
+local nsx = nil   -- ZCARD of sx before reclamation (nil: not read); 0 means no soft entries at all
 if mode ~= 'query' then
   if isl < 0 or isl > cfg.mpt or D > math.floor(isl / cfg.bs) then return {'invalid'} end
   release_expired(now)
-  reclaim(now, 1, 32)
+  nsx = redis.call('ZCARD', K_SX)
+  reclaim(now, 1, nsx > 0 and 32 or 0)
   if mode == 'route' and redis.call('HEXISTS', K_LS, reqid) == 1 then return {'conflict'} end
 end
 
@@ -44,8 +46,9 @@ do
   local kv = redis.call('HGETALL', K_ORPH)
   for i = 1, #kv, 2 do if tonumber(kv[i + 1]) > 0 then orph[tonumber(kv[i])] = true end end
 end
-local SEQ = {}
-for i = 0, D - 1 do SEQ[i] = string.sub(seqs, i * 8 + 1, i * 8 + 8) end
+-- SEQ[i] = the 8-byte hash at query position i (0-based), sliced on first use: the jump search touches a
+-- few positions.
+local SEQ = setmetatable({}, {__index = function(t, i) local s = string.sub(seqs, i * 8 + 1, i * 8 + 8); t[i] = s; return s end})
 
 -- Event layer: ER[i] = the raw entry at query position i ('' none): parent seq 8 ‖ is_child 1 ‖
 -- {slot u32, children·8 + tiers i32}* (tiers = the record's last byte % 8). A slot is looked up with
@@ -55,7 +58,9 @@ local ER = {}
 local function eraw(i)
   local s = ER[i]
   if not s then
-    s = redis.call('HGET', ebucket(SEQ[i]), efield(SEQ[i])) or ''
+    local o = i * 8
+    local a, b = string.byte(seqs, o + 7, o + 8)   -- ebucket/efield, sliced from the blob
+    s = redis.call('HGET', K_E .. ((a * 256 + b) % NB_E), string.sub(seqs, o + 1, o + 7)) or ''
     ER[i] = s
   end
   return s
@@ -160,7 +165,7 @@ for s, d in pairs(ev) do
   end
   OV[s] = {dev, host, disk, d, 0}
 end
-if D > 0 and redis.call('ZCARD', K_SX) > 0 then
+if D > 0 and nsx ~= 0 and redis.call('ZCARD', K_SX) > 0 then
   local soft = {}
   local at0 = {}
   for s, exp in pairs(sh(0)) do
@@ -213,20 +218,28 @@ if cfg.wttl > 0 then
 end
 local function is_live(wid) return cfg.wttl == 0 or now < (seen[wid] or 0) + cfg.wttl end
 -- Loads of every candidate, one GET: LV[3i-2..3i] = prefill tokens, decode blocks, requests.
-local LV = {}
+local LV = nil
 if N > 0 then
   local lvs = redis.call('GET', K_LD) or ''
   if #lvs == 24 * N then LV = bulk_unpack(lvs, 1, N, 'ddd', 3, 0) end
 end
+if not LV then LV = {}; for j = 1, 3 * N do LV[j] = 0 end end
 local MN = (bpf > 0) and rcol(12, 'd', 8) or nil
 local TK = (bdf > 0) and rcol(20, 'd', 8) or nil
 local widf = allowed or pinned ~= '' or cfg.wttl > 0
 
-local CP, CD, CR, CREASON = {}, {}, {}, {}
+-- CREASON[i]: candidate i's filter reason ('' eligible); nil when no filter applies (every one eligible).
+local CREASON = nil
 local reasons, rorder = {}, {}
 local minPrefill, anyEligible = 0, false
-for i = 1, N do
-  local p, d, r = LV[3 * i - 2] or 0, LV[3 * i - 1] or 0, LV[3 * i] or 0
+if not widf and not MN and not TK then
+  for i = 1, N do
+    local p = LV[3 * i - 2]
+    if not anyEligible or p < minPrefill then minPrefill, anyEligible = p, true end
+  end
+else CREASON = {} end
+for i = 1, CREASON and N or 0 do
+  local p, d = LV[3 * i - 2], LV[3 * i - 1]
   local reason = ''
   if widf then
     local wid = rwid(i)
@@ -245,27 +258,32 @@ for i = 1, N do
   elseif not anyEligible or p < minPrefill then
     minPrefill, anyEligible = p, true
   end
-  CP[i], CD[i], CR[i], CREASON[i] = p, d, r, reason
+  CREASON[i] = reason
 end
+local function creason(i) return CREASON and CREASON[i] or '' end
 -- Cost (selection.go Cost), same operation order.
 local CCOST, CCRED = {}, {}
-local costs, idx = {}, {}
+local costs, idx, nc = {}, {}, 0
 for i = 1, N do
-  local dev, host, disk = effective(OV[SL[i]])
-  local p = CP[i]
-  local decay = 1.0
-  if decay_d > 0 and required > 0 then
-    local excess = p - minPrefill
-    if excess < 0 then excess = 0 end
-    decay = 1 / (1 + decay_d * (excess / bs) / required)
+  local p = LV[3 * i - 2]
+  local o = OV[SL[i]]
+  local credit, prefill = 0, (p + isl) / bs
+  if o then
+    local dev, host, disk = effective(o)
+    local decay = 1.0
+    if decay_d > 0 and required > 0 then
+      local excess = p - minPrefill
+      if excess < 0 then excess = 0 end
+      decay = 1 / (1 + decay_d * (excess / bs) / required)
+    end
+    credit = osc * decay * dev + hw * host + dw * disk
+    prefill = prefill - credit
   end
-  local credit = osc * decay * dev + hw * host + dw * disk
-  local raw = (p + isl) / bs
-  local prefill = raw - credit
+  -- (no overlap: credit = osc·decay·0 + hw·0 + dw·0 = +0 exactly (knobs are finite, >= 0), raw - 0 = raw)
   if prefill < 0 then prefill = 0 end
-  local cost = pls * prefill + (CD[i] + required) + rw * CR[i]
+  local cost = pls * prefill + (LV[3 * i - 1] + required) + rw * LV[3 * i]
   CCOST[i], CCRED[i] = cost, credit
-  if CREASON[i] == '' then costs[#costs + 1] = cost; idx[#idx + 1] = i end
+  if not CREASON or CREASON[i] == '' then nc = nc + 1; costs[nc] = cost; idx[nc] = i end
 end
 -- Session affinity.
 local chosen, shit = -1, false
@@ -277,7 +295,7 @@ if cfg.sttl > 0 and session ~= '' then
     local ri = rid_index(s[1])
     if not ri or not is_live(rwid(ri)) or (s[4] == 0 and now >= s[5] + cfg.sttl) then
       sdel = true
-    elseif CREASON[ri] == '' then
+    elseif creason(ri) == '' then
       chosen, shit = ri, true
     end
   end
@@ -359,7 +377,7 @@ if mode == 'explain' then
     local dev, host, disk, depth = effective(o)
     o = o or {0, 0, 0, 0, 0}
     local _, _, rank, _, _, _, wid, url = rrec(i)
-    cl[i] = {wid, rank, dev, host, disk, o[4], o[5], depth, f17(CCRED[i]), CP[i], CD[i], CR[i], f17(CCOST[i]), CREASON[i], url}
+    cl[i] = {wid, rank, dev, host, disk, o[4], o[5], depth, f17(CCRED[i]), LV[3 * i - 2], LV[3 * i - 1], LV[3 * i], f17(CCOST[i]), creason(i), url}
   end
   return {'explain', required, chosen - 1 >= 0 and chosen - 1 or -1, shit and 1 or 0, rs, cl}
 end
@@ -374,7 +392,7 @@ local slot, rid, crank, _, _, ckve, cwid, curl = rrec(chosen)
 local dev, _, _, depth = effective(OV[slot])
 local booked = isl - dev * bs
 if booked < 0 then booked = 0 end
-redis.call('SETRANGE', K_LD, (chosen - 1) * 24, struct.pack('>ddd', CP[chosen] + booked, CD[chosen] + required, CR[chosen] + 1))
+redis.call('SETRANGE', K_LD, (chosen - 1) * 24, struct.pack('>ddd', LV[3 * chosen - 2] + booked, LV[3 * chosen - 1] + required, LV[3 * chosen] + 1))
 local expiry = now + cfg.lttl
 local lsess, lgen = '', 0
 if cfg.sttl > 0 and session ~= '' then
