@@ -75,28 +75,24 @@ func (p *memPool) applyOne(w *memWorker, ev *Event, res *ApplyResult) {
 	switch ev.Kind {
 	case EventStored:
 		var parent uint64
-		pos := int32(0)
+		hasParent := false
 		if ev.HasParent {
 			seq, ok := r.idx.byEngine.Get(ev.Parent)
 			if !ok {
 				res.ParentNotFound++
 				return
 			}
-			pb, _ := r.idx.blocks.Get(seq)
-			parent, pos = seq, pb.pos+1
+			parent, hasParent = seq, true
 		}
 		for _, blk := range ev.Blocks {
-			var seq uint64
-			if pos == 0 {
-				seq = blk.LocalHash
-			} else {
+			seq := blk.LocalHash
+			if hasParent {
 				seq = blockhash.Next(parent, blk.LocalHash)
 			}
-			if r.idx.store(p.events, seq, parent, pos, blk.EngineHash, ev.Tier) {
+			if r.idx.store(p.events, seq, parent, hasParent, blk.EngineHash, ev.Tier) {
 				res.StoredBlocks++
 			}
-			parent = seq
-			pos++
+			parent, hasParent = seq, true
 		}
 		res.Applied++
 	case EventRemoved:

@@ -2,9 +2,11 @@ package statestore
 
 // The embedded prefix index. Two layers per pool:
 //
-//   - the event index: sequence hash → slots (ranks) holding that exact prefix block, fed by engine
-//     events. Each rank also keeps its own blocks (sequence hash → position, parent, tiers) and the
-//     engine-hash → sequence-hash map that links Stored parents and addresses removals.
+//   - the event index: sequence hash → the block's parent (a sequence hash names an exact prefix, so its
+//     parent is the same on every worker) and the slots (ranks) holding it, each with its tiers and its
+//     count of held children on that rank. One table serves lookups and per-rank bookkeeping, so an event
+//     block costs one probe into it; each rank only adds its engine-hash → sequence-hash map, which links
+//     Stored parents and addresses removals (engine hashes are opaque per worker).
 //   - the soft index: sequence hash → (slot, expiry ms) written by routing decisions (approximate mode
 //     and predict-on-route), ignored once expired, swept incrementally.
 //
@@ -15,33 +17,118 @@ package statestore
 // Exactness of the jump search: a rank's held set is prefix-closed when every held block's parent is
 // held. Stored events always attach to a held parent, so only removals of inner blocks break that; each
 // rank counts such orphans. Ranks with orphans > 0 are matched by a linear walk, others by the jump
-// search, so the result is exact either way.
+// search, so the result is exact either way. A holder with tiers 0 is a placeholder: the rank no longer
+// holds the block but still holds children of it, so that re-storing it can attach them again.
 
 type slotID uint32
 
-// rankBlock is one block a rank holds (or held: a placeholder with tiers 0 survives while it still has
-// held children, so that re-storing it can un-orphan them).
-type rankBlock struct {
-	parent   uint64 // parent sequence hash (unused at pos 0)
-	pos      int32  // position in the prompt, 0-based
-	tiers    uint8  // bit (1<<Tier) per tier held; 0 = not held
-	children int32  // held children on this rank
+// holder is one rank's hold on one block.
+type holder struct {
+	slot     slotID
+	tiers    uint8 // bit (1<<Tier) per tier held; 0 = placeholder
+	children int32 // this rank's held children of the block
+}
+
+// blockEntry is one block of the event index. It holds no pointer, so the garbage collector never scans
+// the pool's largest table.
+type blockEntry struct {
+	parent    uint64 // parent sequence hash (when hasParent)
+	hasParent bool
+	n         int32 // holders: inline first, then eventIndex.over
+	inline    [inlineHolders]holder
+}
+
+const inlineHolders = 2
+
+// eventIndex is the pool-wide event layer.
+type eventIndex struct {
+	m    u64Map[blockEntry]
+	over map[uint64][]holder // holders beyond the inline ones, by sequence hash
+}
+
+// holderAt returns the j-th holder of e (the entry of seq); valid until the index changes.
+func (ix *eventIndex) holderAt(seq uint64, e *blockEntry, j int) *holder {
+	if j < inlineHolders {
+		return &e.inline[j]
+	}
+	return &ix.over[seq][j-inlineHolders]
+}
+
+// findHolder returns the index of slot s among e's holders, or -1.
+func (ix *eventIndex) findHolder(seq uint64, e *blockEntry, s slotID) int {
+	for j := 0; j < int(e.n); j++ {
+		if ix.holderAt(seq, e, j).slot == s {
+			return j
+		}
+	}
+	return -1
+}
+
+// addHolder appends h to e's holders and returns its index.
+func (ix *eventIndex) addHolder(seq uint64, e *blockEntry, h holder) int {
+	j := int(e.n)
+	if j < inlineHolders {
+		e.inline[j] = h
+	} else {
+		if ix.over == nil {
+			ix.over = map[uint64][]holder{}
+		}
+		ix.over[seq] = append(ix.over[seq], h)
+	}
+	e.n++
+	return j
+}
+
+// removeHolder deletes holder j of the entry in table slot ti (swapping in the last holder), and the
+// entry itself when no holder is left. Table indexes and pointers are invalid afterwards.
+func (ix *eventIndex) removeHolder(seq uint64, ti, j int) {
+	e := &ix.m.slots[ti].val
+	last := int(e.n) - 1
+	*ix.holderAt(seq, e, j) = *ix.holderAt(seq, e, last)
+	if last >= inlineHolders {
+		if o := ix.over[seq]; len(o) == 1 {
+			delete(ix.over, seq)
+		} else {
+			ix.over[seq] = o[:len(o)-1]
+		}
+	}
+	e.n--
+	if e.n == 0 {
+		ix.m.deleteAt(ti)
+	}
+}
+
+// entry returns the entry of seq (nil if none); valid until the index changes.
+func (ix *eventIndex) entry(seq uint64) *blockEntry {
+	if i := ix.m.find(seq); i >= 0 {
+		return &ix.m.slots[i].val
+	}
+	return nil
+}
+
+// tiersOf returns the tiers in which slot s holds seq (0: not held).
+func (ix *eventIndex) tiersOf(seq uint64, s slotID) uint8 {
+	e := ix.entry(seq)
+	if e == nil {
+		return 0
+	}
+	if j := ix.findHolder(seq, e, s); j >= 0 {
+		return ix.holderAt(seq, e, j).tiers
+	}
+	return 0
 }
 
 // rankIndex is one slot's view of one (worker, dp_rank).
 type rankIndex struct {
 	slot      slotID
 	byEngine  u64Map[uint64] // engine hash → sequence hash
-	blocks    u64Map[rankBlock]
-	reclaimAt int   // reclamation cursor (table slot of blocks) once the index is dead
-	held      int64 // blocks with tiers != 0
-	orphans   int64 // held blocks at pos > 0 whose parent is not held
-	nonDevice int64 // held blocks without the device tier
+	reclaimAt int            // reclamation cursor (table slot of byEngine) once the index is dead
+	held      int64          // blocks held in some tier
+	orphans   int64          // held blocks with a parent whose parent is not held
+	nonDevice int64          // held blocks without the device tier
 }
 
-func newRankIndex(slot slotID) *rankIndex {
-	return &rankIndex{slot: slot}
-}
+func newRankIndex(slot slotID) *rankIndex { return &rankIndex{slot: slot} }
 
 // bestTier returns the best (lowest) tier in a tier mask.
 func bestTier(tiers uint8) Tier {
@@ -54,122 +141,51 @@ func bestTier(tiers uint8) Tier {
 	return TierDisk
 }
 
-// holders is the set of slots holding one block: up to three inline (most blocks are held by one or a
-// few ranks); more spill into eventIndex.over. It holds no pointer, so the pool's largest table is not
-// scanned by the garbage collector.
-type holders struct {
-	inline [3]slotID
-	n      int32
+// holderOf returns rank r's holder of seq, creating the entry (with its parent link) and a placeholder
+// holder as needed. The pointer is valid until the index changes.
+func (r *rankIndex) holderOf(ix *eventIndex, seq, parent uint64, hasParent bool) (*holder, *blockEntry) {
+	ti, inserted := ix.m.refIndex(seq)
+	e := &ix.m.slots[ti].val
+	if inserted {
+		e.parent, e.hasParent = parent, hasParent
+	}
+	j := ix.findHolder(seq, e, r.slot)
+	if j < 0 {
+		j = ix.addHolder(seq, e, holder{slot: r.slot})
+	}
+	return ix.holderAt(seq, e, j), e
 }
 
-const inlineHolders = 3
-
-// eventIndex is the pool-wide event layer: sequence hash → holding slots.
-type eventIndex struct {
-	m    u64Map[holders]
-	over map[uint64][]slotID // holders beyond the inline ones, by sequence hash
-}
-
-// at returns the j-th holder of h (the holders of seq).
-func (ix *eventIndex) at(seq uint64, h *holders, j int) slotID {
-	if j < inlineHolders {
-		return h.inline[j]
-	}
-	return ix.over[seq][j-inlineHolders]
-}
-
-func (ix *eventIndex) contains(seq uint64, h *holders, s slotID) bool {
-	for j := 0; j < int(h.n); j++ {
-		if ix.at(seq, h, j) == s {
-			return true
-		}
-	}
-	return false
-}
-
-func (ix *eventIndex) add(seq uint64, s slotID) {
-	h := ix.m.Ref(seq)
-	if h.n < inlineHolders {
-		h.inline[h.n] = s
-	} else {
-		if ix.over == nil {
-			ix.over = map[uint64][]slotID{}
-		}
-		ix.over[seq] = append(ix.over[seq], s)
-	}
-	h.n++
-}
-
-// remove deletes s from the holders of seq (swapping in the last holder).
-func (ix *eventIndex) remove(seq uint64, s slotID) {
-	i := ix.m.find(seq)
-	if i < 0 {
-		return
-	}
-	h := &ix.m.slots[i].val
-	for j := 0; j < int(h.n); j++ {
-		if ix.at(seq, h, j) != s {
-			continue
-		}
-		last := ix.at(seq, h, int(h.n)-1)
-		if j < inlineHolders {
-			h.inline[j] = last
-		} else {
-			ix.over[seq][j-inlineHolders] = last
-		}
-		if h.n > inlineHolders {
-			if o := ix.over[seq]; len(o) == 1 {
-				delete(ix.over, seq)
-			} else {
-				ix.over[seq] = o[:len(o)-1]
-			}
-		}
-		h.n--
-		break
-	}
-	if h.n == 0 {
-		ix.m.deleteAt(i)
-	}
-}
-
-// get returns the holders of seq (nil if none); valid until the index changes.
-func (ix *eventIndex) get(seq uint64) *holders {
-	if i := ix.m.find(seq); i >= 0 {
-		return &ix.m.slots[i].val
-	}
-	return nil
-}
-
-// store marks seq (at pos, child of parent) held in tier t on rank r. It reports whether anything changed.
-func (r *rankIndex) store(ix *eventIndex, seq, parent uint64, pos int32, engine uint64, t Tier) bool {
+// store marks seq (child of parent when hasParent) held in tier t on rank r, stored by the engine under
+// engine. It reports whether anything changed.
+func (r *rankIndex) store(ix *eventIndex, seq, parent uint64, hasParent bool, engine uint64, t Tier) bool {
 	r.byEngine.Put(engine, seq)
-	b := r.blocks.Ref(seq) // valid until the parent's Ref below
+	h, e := r.holderOf(ix, seq, parent, hasParent)
 	bit := uint8(1) << t
-	if b.tiers != 0 {
-		if b.tiers&bit != 0 {
+	if h.tiers != 0 {
+		if h.tiers&bit != 0 {
 			return false
 		}
-		if b.tiers&(1<<TierDevice) == 0 && t == TierDevice {
+		if h.tiers&(1<<TierDevice) == 0 && t == TierDevice {
 			r.nonDevice--
 		}
-		b.tiers |= bit
+		h.tiers |= bit
 		return true
 	}
-	// Newly held (or revived placeholder).
-	b.parent, b.pos, b.tiers = parent, pos, bit
+	// Newly held (or a revived placeholder: its held children are attached again).
+	h.tiers = bit
 	r.held++
 	if t != TierDevice {
 		r.nonDevice++
 	}
-	r.orphans -= int64(b.children) // its held children are attached again
-	if pos > 0 {
-		p := r.blocks.Ref(parent)
+	r.orphans -= int64(h.children)
+	if e.hasParent {
+		p, _ := r.holderOf(ix, e.parent, 0, false) // may insert: h and e are not used after this
 		p.children++
 		if p.tiers == 0 {
 			r.orphans++
 		}
 	}
-	ix.add(seq, r.slot)
 	return true
 }
 
@@ -177,18 +193,23 @@ func (r *rankIndex) store(ix *eventIndex, seq, parent uint64, pos int32, engine 
 // reports whether the rank held that block in that tier.
 func (r *rankIndex) unstore(ix *eventIndex, ei int, t Tier) bool {
 	seq := r.byEngine.slots[ei].val
-	bi := r.blocks.find(seq)
-	if bi < 0 {
+	ti := ix.m.find(seq)
+	if ti < 0 {
 		return false
 	}
-	b := &r.blocks.slots[bi].val
+	e := &ix.m.slots[ti].val
+	j := ix.findHolder(seq, e, r.slot)
+	if j < 0 {
+		return false
+	}
+	h := ix.holderAt(seq, e, j)
 	bit := uint8(1) << t
-	if b.tiers&bit == 0 {
+	if h.tiers&bit == 0 {
 		return false
 	}
-	hadDevice := b.tiers&(1<<TierDevice) != 0
-	b.tiers &^= bit
-	if b.tiers != 0 {
+	hadDevice := h.tiers&(1<<TierDevice) != 0
+	h.tiers &^= bit
+	if h.tiers != 0 {
 		if hadDevice && t == TierDevice {
 			r.nonDevice++
 		}
@@ -200,46 +221,74 @@ func (r *rankIndex) unstore(ix *eventIndex, ei int, t Tier) bool {
 	if !hadDevice {
 		r.nonDevice--
 	}
-	r.orphans += int64(b.children)
-	parent, pos := b.parent, b.pos
-	if b.children == 0 {
-		r.blocks.deleteAt(bi) // b is invalid from here on
+	r.orphans += int64(h.children)
+	parent, hasParent := e.parent, e.hasParent
+	if h.children == 0 {
+		ix.removeHolder(seq, ti, j) // e and h are invalid from here on
 	}
-	if pos > 0 {
-		pi := r.blocks.find(parent)
-		p := &r.blocks.slots[pi].val
-		if p.tiers == 0 {
-			r.orphans-- // it was an orphan itself
-		}
-		p.children--
-		if p.tiers == 0 && p.children == 0 {
-			r.blocks.deleteAt(pi)
-		}
+	if hasParent {
+		r.dropChild(ix, parent)
 	}
-	ix.remove(seq, r.slot)
 	return true
 }
 
-// holds reports whether rank r holds seq in any tier.
-func (r *rankIndex) holds(seq uint64) bool {
-	b, _ := r.blocks.Get(seq)
-	return b.tiers != 0
+// dropChild decrements the held-children count of rank r's holder of parent, removing the holder when
+// it is a placeholder left without children.
+func (r *rankIndex) dropChild(ix *eventIndex, parent uint64) {
+	pti := ix.m.find(parent)
+	if pti < 0 {
+		return
+	}
+	pe := &ix.m.slots[pti].val
+	pj := ix.findHolder(parent, pe, r.slot)
+	if pj < 0 {
+		return
+	}
+	p := ix.holderAt(parent, pe, pj)
+	if p.tiers == 0 {
+		r.orphans-- // the child was an orphan itself
+	}
+	p.children--
+	if p.tiers == 0 && p.children == 0 {
+		ix.removeHolder(parent, pti, pj)
+	}
 }
 
-// reclaim removes up to budget of a dead rank index's entries from the pool index, resuming where the
-// previous call stopped; it returns the number of table slots visited and whether it finished.
+// reclaim removes up to budget of a dead rank index's holds from the pool index, resuming where the
+// previous call stopped; it returns the number of table slots visited and whether it finished. Every
+// placeholder of the rank is the parent of a held block, so dropping the held blocks' parent links
+// removes the placeholders too.
 func (r *rankIndex) reclaim(ix *eventIndex, budget int) (int, bool) {
 	n := 0
-	for ; r.reclaimAt < len(r.blocks.slots); r.reclaimAt++ {
+	for ; r.reclaimAt < len(r.byEngine.slots); r.reclaimAt++ {
 		if n >= budget {
 			return n, false
 		}
 		n++
-		if sl := &r.blocks.slots[r.reclaimAt]; sl.used && sl.val.tiers != 0 {
-			ix.remove(sl.key, r.slot)
+		sl := &r.byEngine.slots[r.reclaimAt]
+		if !sl.used {
+			continue
+		}
+		seq := sl.val
+		ti := ix.m.find(seq)
+		if ti < 0 {
+			continue
+		}
+		e := &ix.m.slots[ti].val
+		j := ix.findHolder(seq, e, r.slot)
+		if j < 0 || ix.holderAt(seq, e, j).tiers == 0 {
+			continue
+		}
+		parent, hasParent := e.parent, e.hasParent
+		ix.holderAt(seq, e, j).tiers = 0
+		if ix.holderAt(seq, e, j).children == 0 {
+			ix.removeHolder(seq, ti, j)
+		}
+		if hasParent {
+			r.dropChild(ix, parent)
 		}
 	}
-	r.blocks, r.byEngine = u64Map[rankBlock]{}, u64Map[uint64]{}
+	r.byEngine = u64Map[uint64]{}
 	return n, true
 }
 

@@ -68,33 +68,37 @@ type eventHolders struct {
 	// memo of the last looked-up position (lastI −1: none): the jump search asks about one position
 	// for every active slot in a row. The index does not change during a query.
 	lastI int
-	lastH *holders
+	lastE *blockEntry
 }
 
-func (e *eventHolders) get(i int) *holders {
+func (e *eventHolders) get(i int) *blockEntry {
 	if i != e.lastI {
-		e.lastI, e.lastH = i, e.ix.get(e.seq[i])
+		e.lastI, e.lastE = i, e.ix.entry(e.seq[i])
 	}
-	return e.lastH
+	return e.lastE
 }
 
 func (e *eventHolders) at(i int) []slotID {
 	e.buf = e.buf[:0]
-	h := e.get(i)
-	if h == nil {
+	be := e.get(i)
+	if be == nil {
 		return e.buf
 	}
-	for j := 0; j < int(h.n); j++ {
-		if s := e.ix.at(e.seq[i], h, j); e.live(s) && !e.skip(s) {
-			e.buf = append(e.buf, s)
+	for j := 0; j < int(be.n); j++ {
+		if h := e.ix.holderAt(e.seq[i], be, j); h.tiers != 0 && e.live(h.slot) && !e.skip(h.slot) {
+			e.buf = append(e.buf, h.slot)
 		}
 	}
 	return e.buf
 }
 
 func (e *eventHolders) contains(i int, s slotID) bool {
-	h := e.get(i)
-	return h != nil && e.ix.contains(e.seq[i], h, s)
+	be := e.get(i)
+	if be == nil {
+		return false
+	}
+	j := e.ix.findHolder(e.seq[i], be, s)
+	return j >= 0 && e.ix.holderAt(e.seq[i], be, j).tiers != 0
 }
 
 // softHolders answers holder queries on the soft layer at time now.
@@ -125,10 +129,10 @@ func (e *softHolders) contains(i int, s slotID) bool {
 	return false
 }
 
-// linearDepth walks a rank's own blocks from the root: exact for any held set.
-func linearDepth(r *rankIndex, seq []uint64) int {
-	for i, s := range seq {
-		if !r.holds(s) {
+// linearDepth walks rank r's prefix from the root: exact for any held set.
+func linearDepth(ix *eventIndex, r *rankIndex, seq []uint64) int {
+	for i, q := range seq {
+		if ix.tiersOf(q, r.slot) == 0 {
 			return i
 		}
 	}
@@ -136,13 +140,12 @@ func linearDepth(r *rankIndex, seq []uint64) int {
 }
 
 // tierSplit counts the first depth blocks of seq on rank r by best tier.
-func tierSplit(r *rankIndex, seq []uint64, depth int) (dev, host, disk int) {
+func tierSplit(ix *eventIndex, r *rankIndex, seq []uint64, depth int) (dev, host, disk int) {
 	if r.nonDevice == 0 {
 		return depth, 0, 0
 	}
-	for _, s := range seq[:depth] {
-		b, _ := r.blocks.Get(s)
-		switch bestTier(b.tiers) {
+	for _, q := range seq[:depth] {
+		switch bestTier(ix.tiersOf(q, r.slot)) {
 		case TierDevice:
 			dev++
 		case TierHost:

@@ -135,3 +135,39 @@ func TestIndexMatchesNaiveReference(t *testing.T) {
 		}
 	})
 }
+
+// TestClearedIndexIsReclaimed checks that a cleared rank's entries — held blocks and placeholders left
+// by inner removals — are all reclaimed from the pool index by later calls.
+func TestClearedIndexIsReclaimed(t *testing.T) {
+	ctx := context.Background()
+	m := NewMemory()
+	if err := m.PutPool(ctx, "p", DefaultPoolConfig(4)); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.PutWorker(ctx, "p", WorkerSpec{WorkerID: "w"}, 0); err != nil {
+		t.Fatal(err)
+	}
+	apply := func(evs ...Event) {
+		t.Helper()
+		if _, err := m.ApplyEvents(ctx, EventBatch{Pool: "p", WorkerID: "w", Events: evs}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var blocks []StoredBlock
+	for i := uint64(1); i <= 3*reclaimBudget; i++ {
+		blocks = append(blocks, StoredBlock{EngineHash: 1000 + i, LocalHash: i})
+	}
+	apply(Event{Kind: EventStored, Blocks: blocks}, Event{Kind: EventStored, Tier: TierHost, Blocks: blocks[:10]})
+	apply(Event{Kind: EventRemoved, Removed: []uint64{1005, 1100, 1200}}) // inner removals: placeholders
+	p, _ := m.pool("p")
+	if p.events.m.Len() != len(blocks) {
+		t.Fatalf("index holds %d entries, want %d", p.events.m.Len(), len(blocks))
+	}
+	apply(Event{Kind: EventCleared})
+	for i := 0; i < 64 && (p.events.m.Len() > 0 || len(p.dead) > 0); i++ {
+		apply() // each call reclaims a bounded amount
+	}
+	if p.events.m.Len() != 0 || len(p.events.over) != 0 || len(p.dead) != 0 {
+		t.Fatalf("after clear: %d entries, %d overflow lists, %d dead indexes left", p.events.m.Len(), len(p.events.over), len(p.dead))
+	}
+}

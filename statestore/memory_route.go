@@ -39,14 +39,14 @@ func (p *memPool) overlaps(seq []uint64, now int64) map[slotID]Overlap {
 	jumpDepths(eh, len(seq), ev)
 	for _, r := range p.ranks {
 		if r.idx.orphans > 0 {
-			if d := linearDepth(r.idx, seq); d > 0 {
+			if d := linearDepth(p.events, r.idx, seq); d > 0 {
 				ev[r.idx.slot] = d
 			}
 		}
 	}
 	out := make(map[slotID]Overlap, len(ev))
 	for s, d := range ev {
-		dev, host, disk := tierSplit(p.slots[s].idx, seq, d)
+		dev, host, disk := tierSplit(p.events, p.slots[s].idx, seq, d)
 		out[s] = Overlap{Device: dev, Host: host, Disk: disk, Event: d}
 	}
 	if len(p.soft) > 0 {

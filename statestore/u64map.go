@@ -59,19 +59,26 @@ func (m *u64Map[V]) Get(key uint64) (V, bool) {
 // Ref returns a pointer to key's value, inserting the zero value if absent. The pointer is valid until
 // the next insertion or deletion.
 func (m *u64Map[V]) Ref(key uint64) *V {
+	i, _ := m.refIndex(key)
+	return &m.slots[i].val
+}
+
+// refIndex returns the table slot of key, inserting the zero value if absent (inserted true). The index
+// is valid until the next insertion or deletion.
+func (m *u64Map[V]) refIndex(key uint64) (i int, inserted bool) {
 	if i := m.find(key); i >= 0 {
-		return &m.slots[i].val
+		return i, false
 	}
 	if 2*(m.n+1) > len(m.slots) {
 		m.grow()
 	}
-	i := m.home(key)
-	for m.slots[i].used {
-		i = (i + 1) & m.mask
+	j := m.home(key)
+	for m.slots[j].used {
+		j = (j + 1) & m.mask
 	}
-	m.slots[i] = u64Slot[V]{key: key, used: true}
+	m.slots[j] = u64Slot[V]{key: key, used: true}
 	m.n++
-	return &m.slots[i].val
+	return int(j), true
 }
 
 // Put sets key's value.
