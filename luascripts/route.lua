@@ -20,8 +20,11 @@
 -- Complexity: O(D/32 + W·log 32) bucket HGETs on prefix-closed data (+ O(D) per rank with orphans or
 -- non-device tiers), O(W) candidate work (roster `ro` and loads `lv` are one GET each, unpacked in bulk;
 -- worker ids/urls sliced only where needed), holder tests by record-aligned string.find of the 4-byte slot
--- (only position 0's records are decoded), O(expired leases) releases, bounded reclamation; booking soft
--- entries: one HSETNX per new position (HGET + HSET where one exists) and one ZADD per 512 positions.
+-- (only position 0's records are decoded), O(expired leases) releases, bounded reclamation (one ZCARD of sx
+-- skips the soft sweep and the soft layer when the pool has no soft entries); query hashes are sliced only at
+-- probed positions; without filters the candidate loops read the loads column only and skip the credit
+-- arithmetic of ranks without overlap; booking soft entries: one HSETNX per new position (HGET + HSET where
+-- one exists) and one ZADD per 512 positions.
 local mode, now, reqid, seqs = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local isl, session, pinned, rnd = tonumber(ARGV[5]), ARGV[6], ARGV[7], tonumber(ARGV[8])
 local cfg = cfg_get()
