@@ -82,10 +82,20 @@ func (r *Redis) Close() error { r.c.Close(); return nil }
 
 // Ping implements Store.
 func (r *Redis) Ping(ctx context.Context) error {
-	if err := r.c.Do(ctx, r.c.B().Ping().Build()).Error(); err != nil {
+	err := r.c.Do(ctx, r.c.B().Ping().Build()).Error()
+	if err != nil && isConnError(err) && ctx.Err() == nil { // a connection that broke while Redis was down
+		err = r.c.Do(ctx, r.c.B().Ping().Build()).Error()
+	}
+	if err != nil {
 		return r.wrap("ping", err)
 	}
 	return nil
+}
+
+// isConnError reports a transport failure (not a Redis error reply, not a cancelled context).
+func isConnError(err error) bool {
+	var re *rueidis.RedisError
+	return !errors.As(err, &re) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
 
 // wrap maps a client error: Redis replies (a script error) are internal errors; anything else
@@ -104,9 +114,17 @@ func (r *Redis) wrap(op string, err error) error {
 	return fmt.Errorf("%w: %s: %s: %v", ErrUnavailable, r.name, op, err)
 }
 
+// idempotentScripts may run twice with the same effect: after a Redis restart or failover a pooled
+// connection can fail the first command sent on it (EOF) although the server is back, so these are
+// retried once on a connection error. Scripts that book or count (route, apply_events, lease,
+// remove_worker) are never retried: a lost reply may hide an applied call.
+var idempotentScripts = map[string]bool{"put_pool": true, "put_worker": true, "resolve_parents": true, "workers": true}
+
 func (r *Redis) exec(ctx context.Context, script, pool string, args []string) ([]rueidis.RedisMessage, error) {
-	res := r.scripts[script].Exec(ctx, r.c, PoolKeys(r.prefix, pool), args)
-	arr, err := res.ToArray()
+	arr, err := r.scripts[script].Exec(ctx, r.c, PoolKeys(r.prefix, pool), args).ToArray()
+	if err != nil && idempotentScripts[script] && isConnError(err) && ctx.Err() == nil {
+		arr, err = r.scripts[script].Exec(ctx, r.c, PoolKeys(r.prefix, pool), args).ToArray()
+	}
 	if err != nil {
 		return nil, r.wrap(script, err)
 	}
