@@ -24,9 +24,16 @@ func TestServeSubscribesToEngines(t *testing.T) {
 	}
 	w := engines[1]
 	// The subscriber may connect after the first messages (ZMQ slow joiner): it catches up through the
-	// engine's replay socket on the first message it sees, so keep sending until the index has it.
+	// engine's replay socket on the first live message it sees, so every attempt sends the shared prefix
+	// plus one new block (a new Stored event) until the index has everything.
+	attempt := 0
 	waitFor(t, 90*time.Second, "serve's index holds the mock's blocks", func() string {
-		if err := httpJSON("POST", w.HTTP+"/v1/completions", map[string]any{"prompt": prompt, "max_tokens": 2}, nil); err != nil {
+		attempt++
+		p := append([]uint32(nil), prompt...)
+		for j := 0; j < 16; j++ {
+			p = append(p, uint32(900000+attempt*16+j))
+		}
+		if err := httpJSON("POST", w.HTTP+"/v1/completions", map[string]any{"prompt": p, "max_tokens": 2}, nil); err != nil {
 			return err.Error()
 		}
 		var d mock.BlocksDump
