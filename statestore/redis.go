@@ -74,9 +74,6 @@ func NewRedis(c rueidis.Client, opts RedisOptions) (*Redis, error) {
 // Name implements Store.
 func (r *Redis) Name() string { return r.name }
 
-// Client returns the underlying client (benchmarks read INFO through it).
-func (r *Redis) Client() rueidis.Client { return r.c }
-
 // Close implements Store.
 func (r *Redis) Close() error { r.c.Close(); return nil }
 

@@ -7,13 +7,10 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/rueidis"
 
 	"github.com/kvrouter/kvrouter/blockhash"
 	"github.com/kvrouter/kvrouter/statestore"
@@ -124,24 +121,6 @@ func (b *benchIndex) load(ctx context.Context, st statestore.Store, clients int)
 	return applied.Load(), nil
 }
 
-// redisInfo reads one field of INFO <section> from every node and sums it.
-func redisInfoSum(ctx context.Context, c rueidis.Client, section, field string) float64 {
-	total := 0.0
-	for _, n := range c.Nodes() {
-		s, err := n.Do(ctx, n.B().Info().Section(section).Build()).ToString()
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(s, "\n") {
-			line = strings.TrimSpace(line)
-			if v, ok := strings.CutPrefix(line, field+":"); ok {
-				f, _ := strconv.ParseFloat(v, 64)
-				total += f
-			}
-		}
-	}
-	return total
-}
 
 func heapBytes() float64 {
 	runtime.GC()
@@ -173,7 +152,7 @@ func runBenchIngest(ctx context.Context, args []string) error {
 	rs, _ := st.(*statestore.Redis)
 	memBefore := 0.0
 	if rs != nil {
-		memBefore = redisInfoSum(ctx, rs.Client(), "memory", "used_memory")
+		memBefore, _ = rs.InfoField(ctx, "memory", "used_memory")
 	} else {
 		memBefore = heapBytes()
 	}
@@ -185,7 +164,7 @@ func runBenchIngest(ctx context.Context, args []string) error {
 	el := time.Since(start)
 	memAfter := 0.0
 	if rs != nil {
-		memAfter = redisInfoSum(ctx, rs.Client(), "memory", "used_memory")
+		memAfter, _ = rs.InfoField(ctx, "memory", "used_memory")
 	} else {
 		memAfter = heapBytes()
 	}

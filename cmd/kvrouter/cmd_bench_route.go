@@ -69,8 +69,8 @@ func runBenchRoute(ctx context.Context, args []string) error {
 	var runs []routeRun
 	for _, clients := range clientCounts {
 		if rs != nil {
-			for _, n := range rs.Client().Nodes() {
-				n.Do(ctx, n.B().ConfigResetstat().Build())
+			if err := rs.ResetStats(ctx); err != nil {
+				return err
 			}
 		}
 		var mu sync.Mutex
@@ -137,30 +137,8 @@ func runBenchRoute(ctx context.Context, args []string) error {
 
 // evalshaUs returns usec per EVALSHA call and the call count, summed over the nodes (INFO commandstats).
 func evalshaUs(ctx context.Context, rs *statestore.Redis) (float64, float64) {
-	var calls, usec float64
-	for _, n := range rs.Client().Nodes() {
-		s, err := n.Do(ctx, n.B().Info().Section("commandstats").Build()).ToString()
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(s, "\n") {
-			v, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:")
-			if !ok {
-				continue
-			}
-			for _, kv := range strings.Split(v, ",") {
-				k, val, _ := strings.Cut(kv, "=")
-				f, _ := strconv.ParseFloat(val, 64)
-				switch k {
-				case "calls":
-					calls += f
-				case "usec":
-					usec += f
-				}
-			}
-		}
-	}
-	if calls == 0 {
+	calls, usec, err := rs.CommandStats(ctx, "evalsha")
+	if err != nil || calls == 0 {
 		return 0, 0
 	}
 	return usec / calls, calls
