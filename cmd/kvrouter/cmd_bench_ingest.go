@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-
 	"github.com/kvrouter/kvrouter/blockhash"
 	"github.com/kvrouter/kvrouter/statestore"
 )
@@ -120,7 +119,6 @@ func (b *benchIndex) load(ctx context.Context, st statestore.Store, clients int)
 	}
 	return applied.Load(), nil
 }
-
 
 func heapBytes() float64 {
 	runtime.GC()
