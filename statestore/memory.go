@@ -81,20 +81,23 @@ type softWrite struct {
 }
 
 type memPool struct {
-	mu       sync.RWMutex
-	name     string
-	cfg      PoolConfig
-	workers  map[string]*memWorker
-	ranks    []*memRank // candidates, ordered by (worker id bytes, dp rank)
-	slots    []*memRank // slot → current owner (nil: dead slot)
-	events   *eventIndex
-	soft     softIndex
-	softLog  []softWrite
-	leases   map[string]*memLease
-	byExpiry leaseHeap
-	sessions map[string]*memSession
-	dead     []*rankIndex // cleared indexes awaiting reclamation
-	sessGen  uint64
+	mu        sync.RWMutex
+	name      string
+	cfg       PoolConfig
+	workers   map[string]*memWorker
+	ranks     []*memRank // candidates, ordered by (worker id bytes, dp rank)
+	slots     []*memRank // slot → current owner (nil: dead slot)
+	events    *eventIndex
+	soft      softIndex
+	softLog   []softWrite
+	leases    map[string]*memLease
+	byExpiry  leaseHeap
+	sessions  map[string]*memSession
+	dead      []*rankIndex // cleared indexes awaiting reclamation
+	sessGen   uint64
+	seqBuf    []uint64 // scratch: sequence hashes of the event being applied
+	engineBuf []uint64 // scratch: engine hashes of the Stored event being applied
+	sink      uint64   // keeps the prefetching reads of u64Map.touch from being optimised away
 }
 
 func (m *Memory) pool(name string) (*memPool, error) {

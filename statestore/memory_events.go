@@ -84,18 +84,38 @@ func (p *memPool) applyOne(w *memWorker, ev *Event, res *ApplyResult) {
 			}
 			parent, hasParent = seq, true
 		}
+		seqs, engines := p.seqBuf[:0], p.engineBuf[:0]
 		for _, blk := range ev.Blocks {
 			seq := blk.LocalHash
 			if hasParent {
 				seq = blockhash.Next(parent, blk.LocalHash)
 			}
-			if r.idx.store(p.events, seq, parent, hasParent, blk.EngineHash, ev.Tier) {
+			seqs, engines = append(seqs, seq), append(engines, blk.EngineHash)
+			parent, hasParent = seq, true
+		}
+		p.seqBuf, p.engineBuf = seqs, engines
+		p.sink += p.events.m.touch(seqs) + r.idx.byEngine.touch(engines)
+		parent, hasParent = 0, ev.HasParent
+		if hasParent {
+			parent, _ = r.idx.byEngine.Get(ev.Parent)
+		}
+		for i, blk := range ev.Blocks {
+			if r.idx.store(p.events, seqs[i], parent, hasParent, blk.EngineHash, ev.Tier) {
 				res.StoredBlocks++
 			}
-			parent, hasParent = seq, true
+			parent, hasParent = seqs[i], true
 		}
 		res.Applied++
 	case EventRemoved:
+		p.sink += r.idx.byEngine.touch(ev.Removed)
+		seqs := p.seqBuf[:0]
+		for _, h := range ev.Removed {
+			if ei := r.idx.byEngine.find(h); ei >= 0 {
+				seqs = append(seqs, r.idx.byEngine.slots[ei].val)
+			}
+		}
+		p.seqBuf = seqs
+		p.sink += p.events.m.touch(seqs)
 		for _, h := range ev.Removed {
 			ei := r.idx.byEngine.find(h)
 			if ei < 0 || !r.idx.unstore(p.events, ei, ev.Tier) {
