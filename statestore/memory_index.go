@@ -56,9 +56,17 @@ func (ix *eventIndex) holderAt(seq uint64, e *blockEntry, j int) *holder {
 
 // findHolder returns the index of slot s among e's holders, or -1.
 func (ix *eventIndex) findHolder(seq uint64, e *blockEntry, s slotID) int {
-	for j := 0; j < int(e.n); j++ {
-		if ix.holderAt(seq, e, j).slot == s {
+	n := int(e.n)
+	for j := 0; j < n && j < inlineHolders; j++ {
+		if e.inline[j].slot == s {
 			return j
+		}
+	}
+	if n > inlineHolders {
+		for j, h := range ix.over[seq] { // one map access for all overflow holders
+			if h.slot == s {
+				return inlineHolders + j
+			}
 		}
 	}
 	return -1

@@ -84,9 +84,18 @@ func (e *eventHolders) at(i int) []slotID {
 	if be == nil {
 		return e.buf
 	}
-	for j := 0; j < int(be.n); j++ {
-		if h := e.ix.holderAt(e.seq[i], be, j); h.tiers != 0 && e.live(h.slot) && !e.skip(h.slot) {
+	add := func(h *holder) {
+		if h.tiers != 0 && e.live(h.slot) && !e.skip(h.slot) {
 			e.buf = append(e.buf, h.slot)
+		}
+	}
+	for j := 0; j < int(be.n) && j < inlineHolders; j++ {
+		add(&be.inline[j])
+	}
+	if be.n > inlineHolders {
+		over := e.ix.over[e.seq[i]]
+		for j := range over {
+			add(&over[j])
 		}
 	}
 	return e.buf
