@@ -92,21 +92,27 @@ func startProc(t *testing.T, ready []*regexp.Regexp, args ...string) (*proc, [][
 }
 
 func (p *proc) stop(t *testing.T) {
+	terminate(t, "kvrouter "+p.name, p.cmd, p.exited, func() error { return p.err }, p.logs)
+}
+
+// terminate sends SIGTERM to a test's child process and waits for a clean exit (killing it after 30 s);
+// it reports an unclean or late exit. exitErr and logs are read after exited is closed.
+func terminate(t *testing.T, name string, cmd *exec.Cmd, exited <-chan struct{}, exitErr func() error, logs func() string) {
 	select {
-	case <-p.exited:
+	case <-exited:
 		return
 	default:
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	_ = cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-p.exited:
-		if p.err != nil {
-			t.Errorf("kvrouter %s exited uncleanly after SIGTERM: %v\n%s", p.name, p.err, p.logs())
+	case <-exited:
+		if err := exitErr(); err != nil {
+			t.Errorf("%s exited uncleanly after SIGTERM: %v\n%s", name, err, logs())
 		}
 	case <-time.After(30 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-		t.Errorf("kvrouter %s did not stop within 30s of SIGTERM", p.name)
+		_ = cmd.Process.Kill()
+		<-exited
+		t.Errorf("%s did not stop within 30s of SIGTERM", name)
 	}
 }
 

@@ -14,7 +14,6 @@ import (
 	"regexp"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -151,22 +150,7 @@ func (p *serveProc) log() string {
 
 // stop sends SIGTERM and waits for a clean exit; it reports an unclean one.
 func (p *serveProc) stop(t *testing.T) {
-	select {
-	case <-p.exited:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.exited:
-		if p.err != nil {
-			t.Errorf("kvrouter serve exited uncleanly after SIGTERM: %v\n%s", p.err, p.log())
-		}
-	case <-time.After(30 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-		t.Errorf("kvrouter serve did not stop within 30s of SIGTERM")
-	}
+	terminate(t, "kvrouter serve", p.cmd, p.exited, func() error { return p.err }, p.log)
 }
 
 // httpClient waits for "100 Continue" before sending a body when the request asks for it, so a server
