@@ -7,8 +7,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -42,13 +40,9 @@ func runBenchRoute(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	var clientCounts []int
-	for _, s := range strings.Split(*clientsFlag, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n <= 0 {
-			return fmt.Errorf("--clients: bad count %q", s)
-		}
-		clientCounts = append(clientCounts, n)
+	clientCounts, err := parseCounts("clients", *clientsFlag)
+	if err != nil {
+		return err
 	}
 	st, err := openStore(ctx, *storeURL, storeOptions{fresh: true})
 	if err != nil {
