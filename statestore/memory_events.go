@@ -74,16 +74,16 @@ func (p *memPool) applyOne(w *memWorker, ev *Event, res *ApplyResult) {
 	}
 	switch ev.Kind {
 	case EventStored:
-		var parent uint64
-		hasParent := false
+		var root uint64 // the sequence hash the chain continues (when ev.HasParent)
 		if ev.HasParent {
 			seq, ok := r.idx.byEngine.Get(ev.Parent)
 			if !ok {
 				res.ParentNotFound++
 				return
 			}
-			parent, hasParent = seq, true
+			root = seq
 		}
+		parent, hasParent := root, ev.HasParent
 		seqs, engines := p.seqBuf[:0], p.engineBuf[:0]
 		for _, blk := range ev.Blocks {
 			seq := blk.LocalHash
@@ -95,10 +95,7 @@ func (p *memPool) applyOne(w *memWorker, ev *Event, res *ApplyResult) {
 		}
 		p.seqBuf, p.engineBuf = seqs, engines
 		p.sink += p.events.m.touch(seqs) + r.idx.byEngine.touch(engines)
-		parent, hasParent = 0, ev.HasParent
-		if hasParent {
-			parent, _ = r.idx.byEngine.Get(ev.Parent)
-		}
+		parent, hasParent = root, ev.HasParent
 		for i, blk := range ev.Blocks {
 			if r.idx.store(p.events, seqs[i], parent, hasParent, blk.EngineHash, ev.Tier) {
 				res.StoredBlocks++
