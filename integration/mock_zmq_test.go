@@ -9,7 +9,7 @@ import (
 
 	"github.com/kvrouter/kvrouter/blockhash"
 	"github.com/kvrouter/kvrouter/ingest"
-	"github.com/kvrouter/kvrouter/mock"
+	"github.com/kvrouter/kvrouter/simulation/mock"
 	"github.com/kvrouter/kvrouter/statestore"
 )
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvrouter/kvrouter/mock"
+	"github.com/kvrouter/kvrouter/simulation/mock"
 )
 
 // TestServeSubscribesToEngines runs `kvrouter serve --engine …` on the embedded store against a real

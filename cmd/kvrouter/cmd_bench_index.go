@@ -12,10 +12,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/kvrouter/kvrouter/engine"
-	"github.com/kvrouter/kvrouter/sim"
+	"github.com/kvrouter/kvrouter/simulation/engine"
+	"github.com/kvrouter/kvrouter/simulation/sim"
 	"github.com/kvrouter/kvrouter/statestore"
-	"github.com/kvrouter/kvrouter/traces"
+	"github.com/kvrouter/kvrouter/simulation/traces"
 )
 
 func init() {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kvrouter/kvrouter/sim"
+	"github.com/kvrouter/kvrouter/simulation/sim"
 )
 
 func init() {

@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/kvrouter/kvrouter/engine"
-	"github.com/kvrouter/kvrouter/mock"
+	"github.com/kvrouter/kvrouter/simulation/engine"
+	"github.com/kvrouter/kvrouter/simulation/mock"
 )
 
 func init() {

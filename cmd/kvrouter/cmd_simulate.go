@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/kvrouter/kvrouter/core"
-	"github.com/kvrouter/kvrouter/engine"
-	"github.com/kvrouter/kvrouter/sim"
+	"github.com/kvrouter/kvrouter/simulation/engine"
+	"github.com/kvrouter/kvrouter/simulation/sim"
 	"github.com/kvrouter/kvrouter/statestore"
-	"github.com/kvrouter/kvrouter/traces"
+	"github.com/kvrouter/kvrouter/simulation/traces"
 )
 
 func init() {

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/kvrouter/kvrouter/engine"
+	"github.com/kvrouter/kvrouter/simulation/engine"
 	"github.com/kvrouter/kvrouter/statestore"
 )
 

@@ -11,14 +11,14 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/kvrouter/kvrouter/engine"
-	"github.com/kvrouter/kvrouter/traces"
+	"github.com/kvrouter/kvrouter/simulation/engine"
+	"github.com/kvrouter/kvrouter/simulation/traces"
 )
 
 // tracePath finds the conversation trace in ../shared/traces beside the checkout.
 func tracePath(t testing.TB) string {
 	t.Helper()
-	for _, p := range []string{"../../shared/traces", "../shared/traces", "../../../shared/traces"} {
+	for _, p := range []string{"../../../shared/traces"} {
 		f := filepath.Join(p, "mooncake_conversation_trace.jsonl")
 		if _, err := os.Stat(f); err == nil {
 			return f

@@ -14,7 +14,7 @@ import (
 	"github.com/zeebo/xxh3"
 
 	"github.com/kvrouter/kvrouter/blockhash"
-	"github.com/kvrouter/kvrouter/engine"
+	"github.com/kvrouter/kvrouter/simulation/engine"
 	"github.com/kvrouter/kvrouter/ingest/vllmwire"
 	"github.com/kvrouter/kvrouter/ingest/zmqpub"
 )

@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/kvrouter/kvrouter/engine"
-	"github.com/kvrouter/kvrouter/traces"
+	"github.com/kvrouter/kvrouter/simulation/engine"
+	"github.com/kvrouter/kvrouter/simulation/traces"
 )
 
 // LoadOptions shape a workload from a trace: which requests, how fast they arrive, at which engine

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"text/tabwriter"
 
-	"github.com/kvrouter/kvrouter/engine"
+	"github.com/kvrouter/kvrouter/simulation/engine"
 	"github.com/kvrouter/kvrouter/statestore"
 )
 

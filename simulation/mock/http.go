@@ -16,7 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/zeebo/xxh3"
 
-	"github.com/kvrouter/kvrouter/engine"
+	"github.com/kvrouter/kvrouter/simulation/engine"
 )
 
 // maxBody bounds a request body, bytes.

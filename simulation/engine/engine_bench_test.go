@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/kvrouter/kvrouter/traces"
+	"github.com/kvrouter/kvrouter/simulation/traces"
 )
 
 // fleet replays requests through engines round-robin in virtual time, the simulator's inner loop

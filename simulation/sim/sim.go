@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/kvrouter/kvrouter/core"
-	"github.com/kvrouter/kvrouter/engine"
+	"github.com/kvrouter/kvrouter/simulation/engine"
 	"github.com/kvrouter/kvrouter/statestore"
 )
 
