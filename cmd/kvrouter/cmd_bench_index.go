@@ -14,8 +14,8 @@ import (
 
 	"github.com/kvrouter/kvrouter/simulation/engine"
 	"github.com/kvrouter/kvrouter/simulation/sim"
-	"github.com/kvrouter/kvrouter/statestore"
 	"github.com/kvrouter/kvrouter/simulation/traces"
+	"github.com/kvrouter/kvrouter/statestore"
 )
 
 func init() {

@@ -15,8 +15,8 @@ import (
 	"github.com/kvrouter/kvrouter/core"
 	"github.com/kvrouter/kvrouter/simulation/engine"
 	"github.com/kvrouter/kvrouter/simulation/sim"
-	"github.com/kvrouter/kvrouter/statestore"
 	"github.com/kvrouter/kvrouter/simulation/traces"
+	"github.com/kvrouter/kvrouter/statestore"
 )
 
 func init() {

@@ -14,9 +14,9 @@ import (
 	"github.com/zeebo/xxh3"
 
 	"github.com/kvrouter/kvrouter/blockhash"
-	"github.com/kvrouter/kvrouter/simulation/engine"
 	"github.com/kvrouter/kvrouter/ingest/vllmwire"
 	"github.com/kvrouter/kvrouter/ingest/zmqpub"
+	"github.com/kvrouter/kvrouter/simulation/engine"
 )
 
 // Config configures one simulated engine.
