@@ -21,13 +21,15 @@ type RouteInput struct {
 	// ISL is the prompt length in tokens; default len(token_ids) or len(local_hashes)·block_size.
 	ISL *int64 `json:"isl,omitempty"`
 	// BlockSize, when given, must equal the pool's.
-	BlockSize      int                        `json:"block_size,omitempty"`
-	LoRAName       string                     `json:"lora_name,omitempty"`
-	SessionID      string                     `json:"session_id,omitempty"`
-	AllowedWorkers []string                   `json:"allowed_workers,omitempty"`
-	PinnedWorker   string                     `json:"pinned_worker,omitempty"`
-	Priority       int                        `json:"priority,omitempty"`
-	Config         map[string]json.RawMessage `json:"config,omitempty"`
+	BlockSize      int      `json:"block_size,omitempty"`
+	LoRAName       string   `json:"lora_name,omitempty"`
+	SessionID      string   `json:"session_id,omitempty"`
+	AllowedWorkers []string `json:"allowed_workers,omitempty"`
+	// ExcludedWorkers are skipped for this request only (the gateway's retries).
+	ExcludedWorkers []string                   `json:"excluded_workers,omitempty"`
+	PinnedWorker    string                     `json:"pinned_worker,omitempty"`
+	Priority        int                        `json:"priority,omitempty"`
+	Config          map[string]json.RawMessage `json:"config,omitempty"`
 	// Prompt is text, tokenized by the server's configured tokenizer (the HTTP layer fills TokenIDs).
 	Prompt string `json:"prompt,omitempty"`
 	// Random, when set, replaces the router's random number in [0,1) (reproducible decisions).
@@ -37,7 +39,7 @@ type RouteInput struct {
 // normalize turns the input into a store request (hashes, isl, overrides) for a pool of blockSize.
 func (in *RouteInput) normalize(blockSize int, maxPrompt int64) (statestore.RouteRequest, error) {
 	req := statestore.RouteRequest{Pool: in.Pool, RequestID: in.RequestID, SessionID: in.SessionID,
-		AllowedWorkers: in.AllowedWorkers, PinnedWorker: in.PinnedWorker}
+		AllowedWorkers: in.AllowedWorkers, ExcludedWorkers: in.ExcludedWorkers, PinnedWorker: in.PinnedWorker}
 	if in.BlockSize != 0 && in.BlockSize != blockSize {
 		return req, fmt.Errorf("%w: block_size %d differs from pool %q's block_size %d", statestore.ErrInvalid, in.BlockSize, in.Pool, blockSize)
 	}

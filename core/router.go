@@ -176,6 +176,11 @@ func (r *Router) Done(ctx context.Context, pool, id string) (bool, error) {
 	return r.store.Done(ctx, pool, id, r.opts.Now())
 }
 
+// ReportForward records a forward's outcome for the worker's shared health (SPEC §7.2).
+func (r *Router) ReportForward(ctx context.Context, pool, workerID string, ok bool) (statestore.WorkerHealth, error) {
+	return r.store.ReportForward(ctx, poolName(pool), workerID, ok, r.opts.Now())
+}
+
 // RenewLease keeps a running request's lease alive.
 func (r *Router) RenewLease(ctx context.Context, pool, id string) (bool, error) {
 	return r.store.RenewLease(ctx, pool, id, r.opts.Now())

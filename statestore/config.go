@@ -45,6 +45,86 @@ type PoolConfig struct {
 	WorkerTTLMs int64 `json:"worker_ttl_ms"`
 	// MaxPromptTokens bounds a request's prompt, tokens (default 1048576).
 	MaxPromptTokens int64 `json:"max_prompt_tokens"`
+
+	// Gateway settings (SPEC §7.2). They do not enter decisions; they tell the OpenAI-compatible gateway
+	// which requests belong to the pool and how to turn them into the engine's token ids.
+
+	// Models are the model names the pool serves: a gateway request's "model" picks the pool whose list
+	// holds it (default none: the pool is reachable only through the decision API).
+	Models []string `json:"models,omitempty"`
+	// Tokenizer is the path of the engines' Hugging Face tokenizer.json on the router's filesystem
+	// (default "": no local tokenizer).
+	Tokenizer string `json:"tokenizer,omitempty"`
+	// ChatTemplate is the path of a tokenizer_config.json (its "chat_template") or of a bare Jinja
+	// template file (default "": tokenizer_config.json beside Tokenizer, when present).
+	ChatTemplate string `json:"chat_template,omitempty"`
+	// Tokenize says how the gateway obtains token ids: "local" (the Tokenizer file; the default when one
+	// is set), "engine" (a worker's POST /tokenize, cached by prompt digest) or "none" (load-only routing,
+	// marked x-kvrouter-overlap: unknown). Default "": local when Tokenizer is set, else none.
+	Tokenize string `json:"tokenize,omitempty"`
+}
+
+// Tokenize modes (PoolConfig.Tokenize).
+const (
+	TokenizeLocal  = "local"
+	TokenizeEngine = "engine"
+	TokenizeNone   = "none"
+)
+
+// Gateway limits on pool settings.
+const (
+	MaxModelsPerPool = 64
+	MaxPathLength    = 4096
+)
+
+// TokenizeMode resolves the effective tokenize mode ("" → local with a tokenizer, else none).
+func (c PoolConfig) TokenizeMode() string {
+	if c.Tokenize != "" {
+		return c.Tokenize
+	}
+	if c.Tokenizer != "" {
+		return TokenizeLocal
+	}
+	return TokenizeNone
+}
+
+// ServesModel reports whether the pool lists the model name.
+func (c PoolConfig) ServesModel(model string) bool {
+	for _, m := range c.Models {
+		if m == model {
+			return true
+		}
+	}
+	return false
+}
+
+func (c PoolConfig) validateGateway() error {
+	if len(c.Models) > MaxModelsPerPool {
+		return fmt.Errorf("%w: models lists %d names (at most %d)", ErrInvalid, len(c.Models), MaxModelsPerPool)
+	}
+	seen := map[string]bool{}
+	for i, m := range c.Models {
+		if m == "" || len(m) > MaxIDLength {
+			return fmt.Errorf("%w: models[%d] must be 1..%d bytes", ErrInvalid, i, MaxIDLength)
+		}
+		if seen[m] {
+			return fmt.Errorf("%w: models lists %q twice", ErrInvalid, m)
+		}
+		seen[m] = true
+	}
+	if len(c.Tokenizer) > MaxPathLength || len(c.ChatTemplate) > MaxPathLength {
+		return fmt.Errorf("%w: tokenizer and chat_template paths must be at most %d bytes", ErrInvalid, MaxPathLength)
+	}
+	switch c.Tokenize {
+	case "", TokenizeNone, TokenizeEngine:
+	case TokenizeLocal:
+		if c.Tokenizer == "" {
+			return fmt.Errorf("%w: tokenize \"local\" needs a tokenizer path", ErrInvalid)
+		}
+	default:
+		return fmt.Errorf("%w: tokenize must be \"local\", \"engine\" or \"none\", got %q", ErrInvalid, c.Tokenize)
+	}
+	return nil
 }
 
 // Limits that keep every store call bounded (SPEC §8, §10).
@@ -138,7 +218,7 @@ func (c PoolConfig) Validate() error {
 	if c.MaxPromptTokens <= 0 || c.MaxPromptTokens > MaxPromptTokensCap {
 		return fmt.Errorf("%w: max_prompt_tokens must be in [1, %d], got %d", ErrInvalid, MaxPromptTokensCap, c.MaxPromptTokens)
 	}
-	return nil
+	return c.validateGateway()
 }
 
 // Apply returns the pool config with the request's overrides applied.

@@ -24,6 +24,12 @@ const (
 	ReasonNotPinned   = "not_pinned"
 	ReasonBusyPrefill = "busy_prefill"
 	ReasonBusyDecode  = "busy_decode"
+	// ReasonExcluded: the caller excluded the worker for this request (a gateway retry after a failed
+	// forward).
+	ReasonExcluded = "excluded"
+	// ReasonUnhealthy: forwards to the worker failed unhealthy_after times in a row; it is skipped until
+	// its back-off ends, then one request probes it (SPEC §7.2).
+	ReasonUnhealthy = "unhealthy"
 )
 
 // NoEligibleError says why no candidate was left: the count of candidates per filter reason.

@@ -118,6 +118,7 @@ func (m *Memory) PutPool(_ context.Context, name string, cfg PoolConfig) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	cfg.Models = append([]string(nil), cfg.Models...) // the caller keeps its slice
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	p := m.pools[name]
@@ -145,7 +146,9 @@ func (m *Memory) GetPool(_ context.Context, name string) (PoolConfig, error) {
 	}
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	return p.cfg, nil
+	cfg := p.cfg
+	cfg.Models = append([]string(nil), cfg.Models...)
+	return cfg, nil
 }
 
 // Pools implements Store.

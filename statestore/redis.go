@@ -2,6 +2,7 @@ package statestore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -169,6 +170,7 @@ func (r *Redis) PutPool(ctx context.Context, pool string, cfg PoolConfig) error 
 		"sttl", istr(cfg.SessionAffinityTTLMs), "lttl", istr(cfg.LeaseTTLMs), "wttl", istr(cfg.WorkerTTLMs),
 		"mpt", istr(cfg.MaxPromptTokens),
 	}
+	args = append(args, gatewayFields(cfg)...)
 	arr, err := r.exec(ctx, "put_pool", pool, args)
 	if err != nil {
 		return err
@@ -199,7 +201,29 @@ func (r *Redis) GetPool(ctx context.Context, pool string) (PoolConfig, error) {
 		Temperature: f("temp"), BusyPrefillFraction: f("bpf"), BusyDecodeFraction: f("bdf"), KVEvents: m["kve"] == "1",
 		ApproxTTLMs: i("attl"), PredictedTTLMs: i("pttl"), SessionAffinityTTLMs: i("sttl"), LeaseTTLMs: i("lttl"),
 		WorkerTTLMs: i("wttl"), MaxPromptTokens: i("mpt"),
+		Models: decodeModels(m["models"]), Tokenizer: m["tok"], ChatTemplate: m["tpl"], Tokenize: m["tokm"],
 	}, nil
+}
+
+// gatewayFields are the pool hash's string fields for the gateway settings (never read by Lua: they
+// are not in lib.lua's CFG_FIELDS, so the packed "bin" config is unaffected).
+func gatewayFields(cfg PoolConfig) []string {
+	models, _ := json.Marshal(cfg.Models)
+	if cfg.Models == nil {
+		models = []byte("[]")
+	}
+	return []string{"models", string(models), "tok", cfg.Tokenizer, "tpl", cfg.ChatTemplate, "tokm", cfg.Tokenize}
+}
+
+func decodeModels(s string) []string {
+	var out []string
+	if s != "" {
+		_ = json.Unmarshal([]byte(s), &out)
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 func (r *Redis) poolNames(ctx context.Context) ([]string, error) {

@@ -45,6 +45,11 @@ type Store interface {
 	PrefillDone(ctx context.Context, pool, requestID string, nowMs int64) (bool, error)
 	// Done releases a request's whole lease (idempotent). pool "" searches every pool.
 	Done(ctx context.Context, pool, requestID string, nowMs int64) (bool, error)
+	// ReportForward records the outcome of forwarding a request to a worker (SPEC §7.2): ok resets its
+	// consecutive-failure count; a failure counts, and the pool's unhealthy_after-th failure in a row
+	// marks the worker unhealthy for a back-off window shared by every router. Unknown worker:
+	// ErrUnknownWorker.
+	ReportForward(ctx context.Context, pool, workerID string, ok bool, nowMs int64) (WorkerHealth, error)
 	// RenewLease extends a live lease to nowMs + lease_ttl_ms (a stream still running).
 	RenewLease(ctx context.Context, pool, requestID string, nowMs int64) (bool, error)
 }

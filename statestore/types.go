@@ -147,6 +147,16 @@ type WorkerInfo struct {
 	Ranks             []RankInfo `json:"ranks"`
 }
 
+// WorkerHealth is a worker's forwarding health as all routers see it (SPEC §7.2 "Retries and health").
+type WorkerHealth struct {
+	// ConsecutiveFailures counts forwards that failed in a row (5xx, timeouts, connect failures).
+	ConsecutiveFailures int64 `json:"consecutive_failures"`
+	// UnhealthyUntilMs: while now < this, the worker is skipped (filter reason "unhealthy"); 0 = healthy.
+	UnhealthyUntilMs int64 `json:"unhealthy_until_ms,omitempty"`
+	// State is "healthy", "unhealthy" or "probing" (back-off over, one request is testing it).
+	State string `json:"state"`
+}
+
 // Overrides are per-request replacements of a pool's scoring knobs; nil fields keep the pool's value.
 type Overrides struct {
 	OverlapScoreCredit        *float64 `json:"overlap_score_credit,omitempty"`
@@ -170,8 +180,11 @@ type RouteRequest struct {
 	ISL            int64
 	SessionID      string
 	AllowedWorkers []string // empty = all
-	PinnedWorker   string   // empty = none
-	Overrides      Overrides
+	// ExcludedWorkers are skipped for this request only (filter reason "excluded"): the gateway's
+	// retry after a connect failure or a 429/503 from a worker.
+	ExcludedWorkers []string
+	PinnedWorker    string // empty = none
+	Overrides       Overrides
 	// Random is the caller's uniform random number in [0,1): tie-break and softmax sampling.
 	Random float64
 	NowMs  int64

@@ -140,3 +140,10 @@ func (t *timedStore) RenewLease(ctx context.Context, pool, id string, now int64)
 	t.done(ctx, "renew_lease", start, err)
 	return ok, err
 }
+
+func (t *timedStore) ReportForward(ctx context.Context, pool, worker string, ok bool, now int64) (statestore.WorkerHealth, error) {
+	start := time.Now()
+	h, err := t.s.ReportForward(ctx, pool, worker, ok, now)
+	t.done(ctx, "report_forward", start, err)
+	return h, err
+}
