@@ -1,0 +1,34 @@
+// Package prompt turns OpenAI-style request bodies into the token ids the engine will compute, so the
+// gateway routes on exact block hashes (SPEC §7.2 "Tokens"): completions' string prompts through the
+// pool's tokenizer.json, token-array prompts as given, chat messages rendered with the pool's Jinja chat
+// template the way Hugging Face transformers and vLLM do, then tokenized without a second BOS; or the
+// engine's own POST /tokenize (cached by prompt digest); or nothing (load-only routing).
+package prompt
+
+// Kind is the OpenAI endpoint a body belongs to.
+type Kind uint8
+
+const (
+	// Completion is POST /v1/completions ("prompt": a string or an array of token ids).
+	Completion Kind = iota
+	// Chat is POST /v1/chat/completions ("messages", optional "tools").
+	Chat
+)
+
+// Source says where a Result's tokens came from (the gateway reports it in logs and metrics).
+type Source string
+
+const (
+	SourceRequest Source = "request" // token ids given in the body
+	SourceLocal   Source = "local"   // the pool's tokenizer (and chat template)
+	SourceEngine  Source = "engine"  // a worker's POST /tokenize
+	SourceNone    Source = "none"    // no tokenizer: the gateway routes by load only
+)
+
+// Result is a prompt's token ids, or the statement that they are unknown.
+type Result struct {
+	Tokens []uint32
+	// Known is false when no tokenizer applies: route by load only (header x-kvrouter-overlap: unknown).
+	Known  bool
+	Source Source
+}
