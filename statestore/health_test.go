@@ -352,3 +352,57 @@ func TestRedisPoolWrittenBeforeHealthKnobs(t *testing.T) {
 		t.Fatalf("old pool config: %+v, %v", cfg, err)
 	}
 }
+
+// TestProbeTakenOnceConcurrently: when a worker turns half-open, concurrent decisions from many routers
+// (on Redis: each its own client) send exactly one request to it — the probe; the others go elsewhere.
+func TestProbeTakenOnceConcurrently(t *testing.T) {
+	srv := sharedRedis(t)
+	const routers = 24
+	for _, name := range []string{"memory", "redis"} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			stores := make([]statestore.Store, routers)
+			if name == "memory" {
+				m := statestore.NewMemory()
+				for i := range stores {
+					stores[i] = m
+				}
+			} else {
+				for i := range stores {
+					stores[i] = newRedisStorePrefix(t, "probe:", srv.Addr())
+				}
+			}
+			cfg := statestore.DefaultPoolConfig(4)
+			cfg.UnhealthyAfter, cfg.UnhealthyBackoffMs = 1, 1000
+			if err := stores[0].PutPool(ctx, "p", cfg); err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range []string{"w0", "w1"} {
+				if err := stores[0].PutWorker(ctx, "p", statestore.WorkerSpec{WorkerID: w}, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := stores[0].ReportForward(ctx, "p", "w0", false, 0); err != nil {
+				t.Fatal(err)
+			}
+			got := make(chan string, routers)
+			for i := 0; i < routers; i++ {
+				go func(i int) {
+					d, err := stores[i].Route(ctx, statestore.RouteRequest{Pool: "p", RequestID: fmt.Sprintf("c%d", i), NowMs: 1000})
+					if err != nil {
+						got <- err.Error()
+						return
+					}
+					got <- d.WorkerID
+				}(i)
+			}
+			count := map[string]int{}
+			for i := 0; i < routers; i++ {
+				count[<-got]++
+			}
+			if count["w0"] != 1 || count["w1"] != routers-1 {
+				t.Fatalf("decisions per worker %v, want exactly 1 probe to w0 and %d to w1", count, routers-1)
+			}
+		})
+	}
+}
