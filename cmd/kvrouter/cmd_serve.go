@@ -71,10 +71,7 @@ func serveConfig(args []string) (server.Config, error) {
 	loadAware := fs.Bool("load-aware", false, "preset: overlap_score_credit 0 (pure load balancing)")
 	agentic := fs.Bool("agentic", false, "preset: credit 2, prefill scale 4, request weight 64")
 	var engines multiFlag
-	fs.Var(&engines, "engine", "subscribe to an engine's vLLM/SGLang ZMQ KV events in-process, into --pool (repeatable; "+
-		"meant for the embedded store: with Redis run the ingest command instead). "+
-		"Value: `WORKER=tcp://host:port[,replay=tcp://host:port][,dp=N][,url=http://…][,topic=T]` "+
-		"(replay: the engine's replay socket; dp: data-parallel rank; url: the worker's URL; topic: ZMQ topic prefix, default all)")
+	fs.Var(&engines, "engine", "subscribe in-process to an engine's vLLM/SGLang ZMQ KV events, into --pool; meant for the embedded store (with Redis run the ingest command instead). "+engineFlagHelp)
 	knobs := poolKnobs(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return server.Config{}, err
