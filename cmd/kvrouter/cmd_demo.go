@@ -46,7 +46,7 @@ func runDemo(ctx context.Context, args []string) error {
 	start := time.Now()
 	reqs, name, err := sim.LoadTrace(*f.trace, f.synthetic())
 	if err != nil {
-		return fmt.Errorf("%w (the demo reads the bundled traces from ../shared/traces beside the checkout; pass --trace)", err)
+		return fmt.Errorf("demo: trace %s: %w", *f.trace, err)
 	}
 	cfg := sim.Config{Workers: *f.workers, Engine: eo, Pool: pc, EventDelayMs: *f.eventDelay, Seed: *f.seed,
 		Policies: splitList(*policies), Parallel: *f.parallel, NewStore: f.storeFactory(ctx), CheckEvents: *f.checkEvents}

@@ -15,22 +15,9 @@ import (
 	"github.com/kvrouter/kvrouter/simulation/traces"
 )
 
-// tracePath finds the conversation trace in ../shared/traces beside the checkout.
-func tracePath(t testing.TB) string {
-	t.Helper()
-	for _, p := range []string{"../../../shared/traces"} {
-		f := filepath.Join(p, "mooncake_conversation_trace.jsonl")
-		if _, err := os.Stat(f); err == nil {
-			return f
-		}
-	}
-	t.Skip("conversation trace not found beside the checkout")
-	return ""
-}
-
 func loadTrace(t testing.TB, n int) []traces.Request {
 	t.Helper()
-	reqs, err := traces.LoadMooncakeFile(tracePath(t))
+	reqs, err := traces.LoadMooncakeFile(traces.MooncakeConversation)
 	if err != nil {
 		t.Fatal(err)
 	}
