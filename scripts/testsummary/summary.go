@@ -166,7 +166,11 @@ func (s *summary) report() []skip {
 		groups[i].tests = append(groups[i].tests, sk.Test)
 	}
 	slices.SortStableFunc(groups, func(a, b *group) int { return strings.Compare(a.pkg, b.pkg) })
-	fmt.Fprintf(s.out, "\n%d tests skipped (%d not on the allow-list of optional skips):\n", len(s.skips), len(unexpected))
+	plural := "s"
+	if len(s.skips) == 1 {
+		plural = ""
+	}
+	fmt.Fprintf(s.out, "\n%d test%s skipped (%d not on the allow-list of optional skips):\n", len(s.skips), plural, len(unexpected))
 	pkg := ""
 	for _, g := range groups {
 		if g.pkg != pkg {
