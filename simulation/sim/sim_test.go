@@ -251,7 +251,10 @@ func TestChart(t *testing.T) {
 	reqs := loadTrace(t, 80)
 	eng := engine.Options{BlockSize: 64}
 	w := mustWorkload(t, reqs, LoadOptions{EngineBlock: 64, Speedup: 3}, eng, 2)
-	rep := mustRun(t, Config{Workers: 2, Engine: eng, Policies: []string{PolicyKV, PolicyRoundRobin, PolicyOracle}}, w)
+	rep := mustRun(t, Config{Workers: 2, Engine: eng, Policies: []string{PolicyKV, PolicyRoundRobin, PolicyOracleAlias}}, w)
+	if got := rep.Policies[2].Policy; got != PolicyKVInstant {
+		t.Errorf("the deprecated alias %q ran as %q, want %q", PolicyOracleAlias, got, PolicyKVInstant)
+	}
 	dir := t.TempDir()
 	for _, name := range []string{"c.png", "c.svg"} {
 		p := filepath.Join(dir, name)
