@@ -59,7 +59,7 @@ lint:
 demo:
 	@echo "building kvrouter into bin/kvrouter (a first run compiles the dependencies: about a minute)…"
 	$(GO) build -o bin/kvrouter ./cmd/kvrouter
-	@echo "running bin/kvrouter demo $(DEMO_ARGS) (the Mooncake conversation trace embedded in the binary; about 10-30 s)…"
+	@echo "running bin/kvrouter demo$(if $(DEMO_ARGS), $(DEMO_ARGS)) (the Mooncake conversation trace embedded in the binary; about 10-30 s)…"
 	./bin/kvrouter demo $(DEMO_ARGS)
 
 clean:
