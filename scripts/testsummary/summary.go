@@ -116,7 +116,11 @@ func (s *summary) handle(e event) {
 	}
 }
 
-// skipMessage is a skipped test's own output without the framing lines (=== RUN, --- SKIP, …).
+// logPrefix is the "file_test.go:123: " that t.Log and t.Skip put before a message.
+var logPrefix = regexp.MustCompile(`^[\w.-]+\.go:\d+: `)
+
+// skipMessage is a skipped test's own output without the framing lines (=== RUN, --- SKIP, …) and
+// without the file:line prefixes, so that tests skipping for one reason group together.
 func skipMessage(lines []string) string {
 	var msg []string
 	for _, l := range lines {
@@ -124,7 +128,7 @@ func skipMessage(lines []string) string {
 		if t == "" || strings.HasPrefix(t, "=== ") || strings.HasPrefix(t, "--- SKIP") {
 			continue
 		}
-		msg = append(msg, t)
+		msg = append(msg, logPrefix.ReplaceAllString(t, ""))
 	}
 	if len(msg) == 0 {
 		return "(no message)"

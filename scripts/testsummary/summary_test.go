@@ -22,7 +22,7 @@ const stream = `{"ImportPath":"m/b [m/b.test]","Action":"build-output","Output":
 {"Action":"output","Package":"m/a","Test":"TestS","Output":"    a_test.go:4: redis-server not found\n"}
 {"Action":"output","Package":"m/a","Test":"TestS","Output":"--- SKIP: TestS (0.00s)\n"}
 {"Action":"skip","Package":"m/a","Test":"TestS","Elapsed":0}
-{"Action":"output","Package":"m/a","Test":"TestS2","Output":"    a_test.go:4: redis-server not found\n"}
+{"Action":"output","Package":"m/a","Test":"TestS2","Output":"    b_test.go:17: redis-server not found\n"}
 {"Action":"skip","Package":"m/a","Test":"TestS2","Elapsed":0}
 {"Action":"output","Package":"m/a","Test":"TestHarness","Output":"    a_test.go:9: ADDR not set\n"}
 {"Action":"skip","Package":"m/a","Test":"TestHarness","Elapsed":0}
@@ -63,8 +63,8 @@ func TestSummary(t *testing.T) {
 		"FAIL\tm/a\t0.014s\n",
 		"not json: echoed\n",
 		"4 tests skipped (3 not on the allow-list of optional skips):\n  a\n",
-		"    a_test.go:4: redis-server not found\n      TestS, TestS2 [UNEXPECTED]\n", // grouped by message
-		"    a_test.go:9: ADDR not set\n      TestHarness [optional: manual harness, needs ADDR]\n",
+		"    redis-server not found\n      TestS, TestS2 [UNEXPECTED]\n", // grouped by message, file:line dropped
+		"    ADDR not set\n      TestHarness [optional: manual harness, needs ADDR]\n",
 		"    (no message)\n      TestF/sub [UNEXPECTED]\n",
 	} {
 		if !strings.Contains(got, want) {
