@@ -37,6 +37,8 @@ var poolKnobFlags = []struct {
 	{"lease_ttl_ms", "int", "request lease TTL, ms (default 300000)"},
 	{"worker_ttl_ms", "int", "worker liveness window, ms (default 0 = live until removed)"},
 	{"max_prompt_tokens", "int", "longest accepted prompt, tokens (default 1048576)"},
+	{"unhealthy_after", "int", "failed forwards in a row that mark a worker unhealthy for all routers (default 3; 0 = off)"},
+	{"unhealthy_backoff_ms", "int", "how long an unhealthy worker is skipped before one request probes it, ms (default 10000; doubles per failed probe, up to 8x)"},
 }
 
 func runServe(ctx context.Context, args []string) error {
