@@ -23,8 +23,10 @@ func setupPool(t *testing.T, st statestore.Store, pool string, cfg statestore.Po
 	}
 }
 
-// TestRedisRestartRecovers: Redis restarts (keys and loaded scripts gone); the same store object keeps
-// working once its state is declared again — scripts come back through the EVALSHA→EVAL fallback.
+// TestRedisRestartRecovers: Redis restarts without persistence (keys and loaded scripts gone); the same
+// store object keeps working once its state is declared again — scripts come back through the
+// EVALSHA→EVAL fallback — and nothing of the lost state survives: the lease booked before the restart
+// no longer counts and cannot be ended, only the new decision is booked.
 func TestRedisRestartRecovers(t *testing.T) {
 	srv := sharedRedis(t)
 	st := newRedisStore(t, srv.Addr())
@@ -60,12 +62,31 @@ func TestRedisRestartRecovers(t *testing.T) {
 			t.Fatalf("after restart: %v", err)
 		}
 	}
-	if d.WorkerID != "w0" {
+	if d.WorkerID != "w0" { // a's lease on w0 is gone: both idle, tie → the first candidate
 		t.Fatalf("route after restart chose %q", d.WorkerID)
+	}
+	ws, err := st.Workers(ctx, "default", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{"w0": 1, "w1": 0} // b only
+	for _, w := range ws {
+		r := w.Ranks[0]
+		if r.ActiveRequests != want[w.WorkerID] || r.ActivePrefillTokens != 8*want[w.WorkerID] || r.ActiveDecodeBlocks != 2*want[w.WorkerID] {
+			t.Fatalf("after restart %s holds %+v; want only request b's load (a's lease is lost)", w.WorkerID, r)
+		}
+	}
+	if found, err := st.Done(ctx, "default", "a", 3); err != nil || found {
+		t.Fatalf("done of the pre-restart request: found=%v err=%v, want a lease that no longer exists", found, err)
+	}
+	if found, err := st.Done(ctx, "default", "b", 3); err != nil || !found {
+		t.Fatalf("done of the post-restart request: found=%v err=%v", found, err)
 	}
 }
 
-// TestRedisUnreachable: a stopped Redis gives ErrUnavailable naming the store, without hanging.
+// TestRedisUnreachable: a stopped Redis gives ErrUnavailable naming the store, without hanging: the call
+// returns well before the caller's 30 s deadline (bound 5 s, generous for a refused connection on a
+// loaded machine; a hang would take the whole 30 s).
 func TestRedisUnreachable(t *testing.T) {
 	srv := sharedRedis(t)
 	st := newRedisStore(t, srv.Addr())
@@ -81,7 +102,11 @@ func TestRedisUnreachable(t *testing.T) {
 	if statestore.ErrorCode(err) != "store_unavailable" {
 		t.Fatalf("error code %q", statestore.ErrorCode(err))
 	}
-	t.Logf("failed after %v: %v", time.Since(start), err)
+	took := time.Since(start)
+	t.Logf("failed after %v: %v", took, err)
+	if took >= 5*time.Second {
+		t.Fatalf("route with Redis down took %v (bound 5 s against the 30 s deadline): it hangs", took)
+	}
 }
 
 // TestRedisBadBatchAtomic: a malformed event in the middle of a good batch fails the whole call and
