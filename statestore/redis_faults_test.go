@@ -3,9 +3,12 @@ package statestore_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/rueidis"
 
 	"github.com/kvrouter/kvrouter/statestore"
 )
@@ -171,5 +174,98 @@ func TestRedisLeaseExpiresWithoutRouter(t *testing.T) {
 	}
 	if ok, _ := other.Done(ctx, "", "r", 6001); ok {
 		t.Fatal("done found an expired lease")
+	}
+}
+
+// TestRedisIndexDrains: once an engine has evicted every block it stored — leaves and inner blocks, in
+// every tier, in an order that leaves orphans and placeholders on the way — the pool holds no more Redis
+// keys than the same pool before any event: no entry, placeholder or engine link is left behind. (The
+// differential test cannot see such a leak: a leaked placeholder changes no decision, only memory.)
+func TestRedisIndexDrains(t *testing.T) {
+	srv := sharedRedis(t)
+	ctx := context.Background()
+	const prefix = "drain:"
+	st := newRedisStorePrefix(t, prefix, srv.Addr())
+	setupPool(t, st, "default", statestore.DefaultPoolConfig(4), "w0")
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	keys := func() []string {
+		t.Helper()
+		var out []string
+		for cursor := uint64(0); ; {
+			e, err := c.Do(ctx, c.B().Scan().Cursor(cursor).Match(prefix+"*").Count(1000).Build()).AsScanEntry()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, e.Elements...)
+			if cursor = e.Cursor; cursor == 0 {
+				break
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	before := keys()
+
+	// Two chains sharing the root block 1 (1..40 and 1,2,3,41..60), on device, 1..20 on host too.
+	var blocks, branch, host []statestore.StoredBlock
+	for i := uint64(1); i <= 40; i++ {
+		blocks = append(blocks, statestore.StoredBlock{EngineHash: 1000 + i, LocalHash: i})
+	}
+	for i := uint64(41); i <= 60; i++ {
+		branch = append(branch, statestore.StoredBlock{EngineHash: 1000 + i, LocalHash: i})
+	}
+	host = blocks[:20]
+	id := uint64(0)
+	apply := func(ev statestore.Event) statestore.ApplyResult {
+		t.Helper()
+		id++
+		ev.HasEventID, ev.EventID = true, id
+		res, err := st.ApplyEvents(ctx, statestore.EventBatch{Pool: "default", WorkerID: "w0", Events: []statestore.Event{ev}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	apply(statestore.Event{Kind: statestore.EventStored, Blocks: blocks})
+	apply(statestore.Event{Kind: statestore.EventStored, HasParent: true, Parent: 1003, Blocks: branch})
+	apply(statestore.Event{Kind: statestore.EventStored, Tier: statestore.TierHost, Blocks: host})
+	if n := len(keys()); n <= len(before)+2 {
+		t.Fatalf("the stored blocks wrote only %d keys (%d before): the drain check would be vacuous", n, len(before))
+	}
+	// Evict inner blocks first (orphans, placeholders), then the rest in a scrambled order, per tier.
+	var order []uint64
+	for _, i := range []uint64{20, 3, 10, 45, 1, 30} {
+		order = append(order, 1000+i)
+	}
+	for i := uint64(60); i >= 1; i-- {
+		if !slices.Contains(order, 1000+i) {
+			order = append(order, 1000+i)
+		}
+	}
+	removed := 0
+	for _, tier := range []statestore.Tier{statestore.TierDevice, statestore.TierHost} {
+		for _, h := range order {
+			removed += apply(statestore.Event{Kind: statestore.EventRemoved, Tier: tier, Removed: []uint64{h}}).RemovedBlocks
+		}
+	}
+	if removed != 60+20 {
+		t.Fatalf("removed %d block tiers, want 80", removed)
+	}
+	if sc, _ := st.Overlap(ctx, "default", []uint64{1}, 0); len(sc) != 0 {
+		t.Fatalf("an emptied worker still matches: %v", sc)
+	}
+	after := keys()
+	var extra []string
+	for _, k := range after {
+		if !slices.Contains(before, k) && !strings.HasSuffix(k, ":fence") && !strings.HasSuffix(k, ":seen") {
+			extra = append(extra, k) // the fence and last-seen keys are written by the first event
+		}
+	}
+	if len(extra) > 0 {
+		t.Fatalf("the drained pool left %d keys behind: %v", len(extra), extra)
 	}
 }
