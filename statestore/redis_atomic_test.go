@@ -197,7 +197,9 @@ func TestRedisCluster(t *testing.T) {
 	if testing.Short() {
 		steps = 600
 	}
-	runDiff(t, d, newGen(42), steps)
+	g := newGen(42)
+	runDiff(t, d, g, steps)
+	t.Logf("coverage: %+v", g.cov)
 }
 
 // slotOf is Redis Cluster's key slot (CRC16/XMODEM of the hash tag or key, mod 16384).
