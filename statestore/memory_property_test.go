@@ -3,6 +3,7 @@ package statestore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/redis/rueidis"
@@ -376,9 +377,38 @@ func checkAgainstReference(t *rapid.T, s Store, maxSteps int) {
 	}
 }
 
-// TestClearedIndexIsReclaimed checks that a cleared rank's entries — held blocks and placeholders left
-// by inner removals — are all reclaimed from the pool index by later calls.
-func TestClearedIndexIsReclaimed(t *testing.T) {
+// DrainEvents are three Stored events — two chains sharing blocks 1..3 (1..40 and 1,2,3,41..60) on the
+// device, 1..20 on the host too — then one Removed event per block and tier, inner blocks first (orphans
+// and placeholders on the way), that evict all 80 block-tiers (TestMemoryIndexDrains, TestRedisIndexDrains).
+func DrainEvents() []Event {
+	var chain, branch []StoredBlock
+	for i := uint64(1); i <= 60; i++ {
+		b := StoredBlock{EngineHash: 1000 + i, LocalHash: i}
+		if i <= 40 {
+			chain = append(chain, b)
+		} else {
+			branch = append(branch, b)
+		}
+	}
+	evs := []Event{{Kind: EventStored, Blocks: chain}, {Kind: EventStored, HasParent: true, Parent: 1003, Blocks: branch},
+		{Kind: EventStored, Tier: TierHost, Blocks: chain[:20]}}
+	order := []uint64{20, 3, 10, 45, 1, 30}
+	for i := uint64(60); i >= 1; i-- {
+		if !slices.Contains(order, i) {
+			order = append(order, i)
+		}
+	}
+	for _, tier := range []Tier{TierDevice, TierHost} {
+		for _, i := range order {
+			evs = append(evs, Event{Kind: EventRemoved, Tier: tier, Removed: []uint64{1000 + i}})
+		}
+	}
+	return evs
+}
+
+// newOneWorkerMemory returns a memory store with pool "p" (block size 4) and worker "w".
+func newOneWorkerMemory(t *testing.T) *Memory {
+	t.Helper()
 	ctx := context.Background()
 	m := NewMemory()
 	if err := m.PutPool(ctx, "p", DefaultPoolConfig(4)); err != nil {
@@ -387,6 +417,39 @@ func TestClearedIndexIsReclaimed(t *testing.T) {
 	if err := m.PutWorker(ctx, "p", WorkerSpec{WorkerID: "w"}, 0); err != nil {
 		t.Fatal(err)
 	}
+	return m
+}
+
+// TestMemoryIndexDrains: evicting every block leaves no entry, placeholder or engine link in the memory
+// index (the Redis twin is TestRedisIndexDrains).
+func TestMemoryIndexDrains(t *testing.T) {
+	ctx := context.Background()
+	m := newOneWorkerMemory(t)
+	removed := 0
+	for i, ev := range DrainEvents() {
+		ev.HasEventID, ev.EventID = true, uint64(i+1)
+		res, err := m.ApplyEvents(ctx, EventBatch{Pool: "p", WorkerID: "w", Events: []Event{ev}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		removed += res.RemovedBlocks
+	}
+	if removed != 80 {
+		t.Fatalf("removed %d block tiers, want 80", removed)
+	}
+	p, _ := m.pool("p")
+	r := p.workers["w"].ranks[0].idx
+	if p.events.m.Len() != 0 || len(p.events.over) != 0 || r.byEngine.Len() != 0 || r.held != 0 || r.orphans != 0 || r.nonDevice != 0 {
+		t.Fatalf("after evicting everything: %d entries, %d overflow lists, %d engine links, held %d, orphans %d, non-device %d",
+			p.events.m.Len(), len(p.events.over), r.byEngine.Len(), r.held, r.orphans, r.nonDevice)
+	}
+}
+
+// TestClearedIndexIsReclaimed checks that a cleared rank's entries — held blocks and placeholders left
+// by inner removals — are all reclaimed from the pool index by later calls.
+func TestClearedIndexIsReclaimed(t *testing.T) {
+	ctx := context.Background()
+	m := newOneWorkerMemory(t)
 	apply := func(evs ...Event) {
 		t.Helper()
 		if _, err := m.ApplyEvents(ctx, EventBatch{Pool: "p", WorkerID: "w", Events: evs}); err != nil {
