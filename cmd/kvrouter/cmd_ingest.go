@@ -14,7 +14,7 @@ func init() {
 
 // engineFlagHelp documents the value of --engine (serve and ingest).
 const engineFlagHelp = "Repeatable; KVROUTER_ENGINE takes a space-separated list. " +
-	"Value `WORKER=tcp://host:port[,replay=tcp://host:port][,dp=N][,url=http://host:port][,topic=T]`: " +
+	"`SPEC` = WORKER=tcp://host:port[,replay=tcp://host:port][,dp=N][,url=http://host:port][,topic=T]: " +
 	"WORKER is the worker id; replay= the engine's ZMQ replay (ROUTER) socket, used to fill gaps; dp= the data-parallel rank " +
 	"of batches that carry none (default 0); url= the worker's HTTP URL returned by /v1/route; topic= the ZMQ " +
 	"subscription prefix (default empty = every topic, as vLLM publishes)"
