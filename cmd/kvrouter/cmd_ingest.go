@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/kvrouter/kvrouter/server"
@@ -38,6 +39,7 @@ func runIngest(ctx context.Context, args []string) error {
 	queue := fs.Int("queue-size", def.QueueSize, "decoded messages buffered per engine before back-pressure")
 	shutdownTimeout := fs.Duration("shutdown-timeout", def.ShutdownTimeout, "drain time on SIGTERM/SIGINT")
 	logLevel := fs.String("log-level", def.LogLevel, "debug, info, warn or error")
+	capturePath := fs.String("capture", "", "append every engine message to the event log `FILE` (capture lines, read by the index command); empty = off")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -48,5 +50,13 @@ func runIngest(ctx context.Context, args []string) error {
 	cfg.Addr, cfg.Store, cfg.Engines, cfg.Pool, cfg.BlockSize = *addr, *storeURL, engines, *pool, *blockSize
 	cfg.QueueSize, cfg.ShutdownTimeout, cfg.LogLevel = *queue, *shutdownTimeout, *logLevel
 	cfg.RedisTimeout = *redisTimeout
+	if *capturePath != "" {
+		f, err := os.OpenFile(*capturePath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		if err != nil {
+			return fmt.Errorf("--capture: %w", err)
+		}
+		defer f.Close()
+		cfg.Capture = f
+	}
 	return server.RunIngest(ctx, cfg)
 }
