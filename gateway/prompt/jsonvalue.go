@@ -2,13 +2,13 @@ package prompt
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/ardanlabs/jinja"
@@ -21,72 +21,297 @@ const maxJSONDepth = 128
 // decodeJSON parses a JSON document into template values the way Python's json.loads does, which is
 // what the engine's template sees: objects keep their key order (a repeated key keeps its first
 // position and its last value), integers stay integers (int64; larger ones become floats), numbers
-// with a fraction or exponent are floats.
+// with a fraction or exponent are floats. Text must be UTF-8 (the engine rejects anything else).
+// It is a small hand-written parser: encoding/json's token API, the only ordered one, was the
+// largest cost of resolving a long conversation.
 func decodeJSON(data []byte) (jinja.Value, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	v, err := decodeValue(dec, 0)
+	p := jsonParser{data: data}
+	v, err := p.value(0)
 	if err != nil {
 		return jinja.Value{}, err
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return jinja.Value{}, errors.New("trailing data after the JSON value")
+	p.space()
+	if p.pos != len(p.data) {
+		return jinja.Value{}, p.errorf("trailing data after the JSON value")
 	}
 	return v, nil
 }
 
-func decodeValue(dec *json.Decoder, depth int) (jinja.Value, error) {
-	tok, err := dec.Token()
-	if err != nil {
-		return jinja.Value{}, err
-	}
-	switch t := tok.(type) {
-	case nil:
-		return jinja.None(), nil
-	case bool:
-		return jinja.NewBool(t), nil
-	case string:
-		return jinja.NewString(t), nil
-	case json.Number:
-		return numberValue(t)
-	case json.Delim:
-		if depth >= maxJSONDepth {
-			return jinja.Value{}, fmt.Errorf("JSON nested deeper than %d levels", maxJSONDepth)
-		}
-		if t == '[' {
-			items := []jinja.Value{}
-			for dec.More() {
-				item, err := decodeValue(dec, depth+1)
-				if err != nil {
-					return jinja.Value{}, err
-				}
-				items = append(items, item)
-			}
-			_, err := dec.Token() // ']'
-			return jinja.NewList(items), err
-		}
-		obj := jinja.NewDict()
-		d := obj.AsDict()
-		for dec.More() {
-			kt, err := dec.Token()
-			if err != nil {
-				return jinja.Value{}, err
-			}
-			key, _ := kt.(string)
-			val, err := decodeValue(dec, depth+1)
-			if err != nil {
-				return jinja.Value{}, err
-			}
-			d.Set(key, val)
-		}
-		_, err := dec.Token() // '}'
-		return obj, err
-	}
-	return jinja.Value{}, fmt.Errorf("unexpected JSON token %v", tok)
+type jsonParser struct {
+	data []byte
+	pos  int
 }
 
-func numberValue(n json.Number) (jinja.Value, error) {
-	s := string(n)
+func (p *jsonParser) errorf(format string, args ...any) error {
+	return fmt.Errorf("offset %d: %s", p.pos, fmt.Sprintf(format, args...))
+}
+
+func (p *jsonParser) space() {
+	for p.pos < len(p.data) {
+		switch p.data[p.pos] {
+		case ' ', '\t', '\n', '\r':
+			p.pos++
+		default:
+			return
+		}
+	}
+}
+
+func (p *jsonParser) literal(word string, v jinja.Value) (jinja.Value, error) {
+	if !bytes.HasPrefix(p.data[p.pos:], []byte(word)) {
+		return jinja.Value{}, p.errorf("invalid character")
+	}
+	p.pos += len(word)
+	return v, nil
+}
+
+func (p *jsonParser) value(depth int) (jinja.Value, error) {
+	p.space()
+	if p.pos >= len(p.data) {
+		return jinja.Value{}, p.errorf("unexpected end of JSON")
+	}
+	switch c := p.data[p.pos]; {
+	case c == '{' || c == '[':
+		if depth >= maxJSONDepth {
+			return jinja.Value{}, p.errorf("JSON nested deeper than %d levels", maxJSONDepth)
+		}
+		if c == '[' {
+			return p.array(depth)
+		}
+		return p.object(depth)
+	case c == '"':
+		s, err := p.str()
+		return jinja.NewString(s), err
+	case c == 't':
+		return p.literal("true", jinja.NewBool(true))
+	case c == 'f':
+		return p.literal("false", jinja.NewBool(false))
+	case c == 'n':
+		return p.literal("null", jinja.None())
+	case c == '-' || c >= '0' && c <= '9':
+		return p.number()
+	}
+	return jinja.Value{}, p.errorf("invalid character %q", p.data[p.pos])
+}
+
+func (p *jsonParser) array(depth int) (jinja.Value, error) {
+	p.pos++ // '['
+	items := []jinja.Value{}
+	p.space()
+	if p.pos < len(p.data) && p.data[p.pos] == ']' {
+		p.pos++
+		return jinja.NewList(items), nil
+	}
+	for {
+		v, err := p.value(depth + 1)
+		if err != nil {
+			return jinja.Value{}, err
+		}
+		items = append(items, v)
+		p.space()
+		if p.pos >= len(p.data) {
+			return jinja.Value{}, p.errorf("unexpected end of JSON")
+		}
+		switch p.data[p.pos] {
+		case ',':
+			p.pos++
+		case ']':
+			p.pos++
+			return jinja.NewList(items), nil
+		default:
+			return jinja.Value{}, p.errorf("expected ',' or ']'")
+		}
+	}
+}
+
+func (p *jsonParser) object(depth int) (jinja.Value, error) {
+	p.pos++ // '{'
+	obj := jinja.NewDict()
+	d := obj.AsDict()
+	p.space()
+	if p.pos < len(p.data) && p.data[p.pos] == '}' {
+		p.pos++
+		return obj, nil
+	}
+	for {
+		p.space()
+		if p.pos >= len(p.data) || p.data[p.pos] != '"' {
+			return jinja.Value{}, p.errorf("expected a string key")
+		}
+		key, err := p.str()
+		if err != nil {
+			return jinja.Value{}, err
+		}
+		p.space()
+		if p.pos >= len(p.data) || p.data[p.pos] != ':' {
+			return jinja.Value{}, p.errorf("expected ':'")
+		}
+		p.pos++
+		v, err := p.value(depth + 1)
+		if err != nil {
+			return jinja.Value{}, err
+		}
+		d.Set(key, v)
+		p.space()
+		if p.pos >= len(p.data) {
+			return jinja.Value{}, p.errorf("unexpected end of JSON")
+		}
+		switch p.data[p.pos] {
+		case ',':
+			p.pos++
+		case '}':
+			p.pos++
+			return obj, nil
+		default:
+			return jinja.Value{}, p.errorf("expected ',' or '}'")
+		}
+	}
+}
+
+// str reads a string literal at p.pos (the opening quote).
+func (p *jsonParser) str() (string, error) {
+	p.pos++
+	start := p.pos
+	// Fast path: no escapes.
+	for p.pos < len(p.data) {
+		c := p.data[p.pos]
+		if c == '"' {
+			raw := p.data[start:p.pos]
+			p.pos++
+			if !utf8.Valid(raw) {
+				return "", p.errorf("string is not valid UTF-8")
+			}
+			return string(raw), nil
+		}
+		if c == '\\' {
+			break
+		}
+		if c < 0x20 {
+			return "", p.errorf("control character in string")
+		}
+		p.pos++
+	}
+	buf := append([]byte(nil), p.data[start:p.pos]...)
+	for p.pos < len(p.data) {
+		c := p.data[p.pos]
+		switch {
+		case c == '"':
+			p.pos++
+			if !utf8.Valid(buf) {
+				return "", p.errorf("string is not valid UTF-8")
+			}
+			return string(buf), nil
+		case c < 0x20:
+			return "", p.errorf("control character in string")
+		case c != '\\':
+			buf = append(buf, c)
+			p.pos++
+			continue
+		}
+		if p.pos+1 >= len(p.data) {
+			break
+		}
+		esc := p.data[p.pos+1]
+		p.pos += 2
+		switch esc {
+		case '"', '\\', '/':
+			buf = append(buf, esc)
+		case 'b':
+			buf = append(buf, '\b')
+		case 'f':
+			buf = append(buf, '\f')
+		case 'n':
+			buf = append(buf, '\n')
+		case 'r':
+			buf = append(buf, '\r')
+		case 't':
+			buf = append(buf, '\t')
+		case 'u':
+			r, ok := p.hex4()
+			if !ok {
+				return "", p.errorf("invalid \\u escape")
+			}
+			if utf16.IsSurrogate(r) {
+				// A pair makes one character; a lone surrogate cannot be UTF-8 (U+FFFD, as Go's
+				// encoding/json decodes it).
+				r2 := unicode.ReplacementChar
+				if p.pos+1 < len(p.data) && p.data[p.pos] == '\\' && p.data[p.pos+1] == 'u' {
+					save := p.pos
+					p.pos += 2
+					if low, ok := p.hex4(); ok && utf16.DecodeRune(r, low) != unicode.ReplacementChar {
+						r2 = utf16.DecodeRune(r, low)
+					} else {
+						p.pos = save
+					}
+				}
+				r = r2
+			}
+			buf = utf8.AppendRune(buf, r)
+		default:
+			return "", p.errorf("invalid escape \\%c", esc)
+		}
+	}
+	return "", p.errorf("unterminated string")
+}
+
+func (p *jsonParser) hex4() (rune, bool) {
+	if p.pos+4 > len(p.data) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range p.data[p.pos : p.pos+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	p.pos += 4
+	return r, true
+}
+
+// number reads a JSON number (RFC 8259 grammar).
+func (p *jsonParser) number() (jinja.Value, error) {
+	start := p.pos
+	digits := func() int {
+		n := 0
+		for p.pos < len(p.data) && p.data[p.pos] >= '0' && p.data[p.pos] <= '9' {
+			p.pos++
+			n++
+		}
+		return n
+	}
+	if p.data[p.pos] == '-' {
+		p.pos++
+	}
+	intStart := p.pos
+	if n := digits(); n == 0 || n > 1 && p.data[intStart] == '0' {
+		return jinja.Value{}, p.errorf("invalid number")
+	}
+	if p.pos < len(p.data) && p.data[p.pos] == '.' {
+		p.pos++
+		if digits() == 0 {
+			return jinja.Value{}, p.errorf("invalid number")
+		}
+	}
+	if p.pos < len(p.data) && (p.data[p.pos] == 'e' || p.data[p.pos] == 'E') {
+		p.pos++
+		if p.pos < len(p.data) && (p.data[p.pos] == '+' || p.data[p.pos] == '-') {
+			p.pos++
+		}
+		if digits() == 0 {
+			return jinja.Value{}, p.errorf("invalid number")
+		}
+	}
+	return numberValue(string(p.data[start:p.pos]))
+}
+
+func numberValue(s string) (jinja.Value, error) {
 	if !strings.ContainsAny(s, ".eE") {
 		if i, err := strconv.ParseInt(s, 10, 64); err == nil {
 			return jinja.NewInt(i), nil

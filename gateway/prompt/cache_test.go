@@ -1,0 +1,173 @@
+package prompt
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/kvrouter/kvrouter/statestore"
+	"github.com/kvrouter/kvrouter/tokenizer/tokenizertest"
+)
+
+// convAtoms are the pieces random message contents are made of: words, whitespace runs,
+// punctuation, numbers, unicode, and the text of special tokens (which the tokenizer splits out).
+var convAtoms = []string{
+	"the", " cat", " sat", " on", " mat", ".", ",", " ", "  ", "\n", "\n\n", "\t", " 12", "345", "3.14",
+	"don't", " I'll", "héllo", " 日本語", " 😀", "👍🏽", "\u00a0", " <b>", "&amp;", "\"", "'", "\\",
+	"<|eot_id|>", "<|begin_of_text|>", "<|start_header_id|>", "<|", "|>", "<|im_start|>", "[INST]", "</s>",
+}
+
+func randomContent(rng *rand.Rand) string {
+	var b strings.Builder
+	for n := rng.IntN(30); n >= 0; n-- {
+		b.WriteString(convAtoms[rng.IntN(len(convAtoms))])
+	}
+	return b.String()
+}
+
+// randomConversation returns the messages of a conversation alternating user and assistant,
+// with an optional system message first.
+func randomConversation(rng *rand.Rand, turns int) []map[string]string {
+	var msgs []map[string]string
+	if rng.IntN(2) == 0 {
+		msgs = append(msgs, map[string]string{"role": "system", "content": randomContent(rng)})
+	}
+	for i := 0; i < turns; i++ {
+		role := "user"
+		if i%2 == 1 {
+			role = "assistant"
+		}
+		msgs = append(msgs, map[string]string{"role": role, "content": randomContent(rng)})
+	}
+	return msgs
+}
+
+func chatBody(t testing.TB, msgs []map[string]string) []byte {
+	body, err := json.Marshal(map[string]any{"model": "m", "messages": msgs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return body
+}
+
+// TestCachedEqualsUncached is the differential property test of the chat prefix cache: on random
+// conversations replayed turn by turn (so later turns hit the cache), with templates that do and
+// do not write the tokenizer's added tokens, and with a cache small enough to evict, the cached
+// path returns exactly the tokens of encoding the full render without any cache.
+func TestCachedEqualsUncached(t *testing.T) {
+	llama := tokenizertest.Path(t, "Meta-Llama-3-8B-Instruct.json")
+	pools := []statestore.PoolConfig{
+		llamaPool(t),
+		{Tokenizer: llama, ChatTemplate: "testdata/templates/qwen2.5-instruct.tokenizer_config.json"},
+	}
+	uncached := newTestResolver(t, Options{SegmentCacheTokens: -1})
+	big := newTestResolver(t, Options{})
+	tiny := newTestResolver(t, Options{SegmentCacheTokens: 200}) // evicts constantly
+	rng := rand.New(rand.NewPCG(1, 2))
+	checked := 0
+	for conv := 0; conv < 40; conv++ {
+		cfg := pools[conv%len(pools)]
+		msgs := randomConversation(rng, 1+rng.IntN(12))
+		for k := 1; k <= len(msgs); k++ {
+			if msgs[k-1]["role"] == "system" {
+				continue // a conversation ends with a user or assistant turn
+			}
+			req := Request{Pool: "p", Config: cfg, Kind: Chat, Body: chatBody(t, msgs[:k])}
+			want, err := uncached.Tokens(context.Background(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range []*Resolver{big, tiny} {
+				got, err := r.Tokens(context.Background(), req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(got.Tokens, want.Tokens) {
+					t.Fatalf("conversation %d, %d messages: cached tokens differ\n got %v\nwant %v", conv, k, got.Tokens, want.Tokens)
+				}
+			}
+			checked++
+		}
+	}
+	seg, _ := big.Stats()
+	if seg.Hits == 0 || seg.Misses == 0 {
+		t.Errorf("segment cache stats %+v: expected hits and misses", seg)
+	}
+	tinySeg, _ := tiny.Stats()
+	if tinySeg.Cost > tinySeg.Capacity {
+		t.Errorf("tiny cache over capacity: %+v", tinySeg)
+	}
+	t.Logf("%d conversation prefixes identical with and without the cache; segment cache %+v", checked, seg)
+}
+
+// benchConversation is a realistic chat: a 1 KB system prompt, user turns of ~400 bytes and
+// assistant turns of ~900 bytes of English-like text.
+func benchConversation(turns int) []map[string]string {
+	rng := rand.New(rand.NewPCG(3, 4))
+	words := strings.Fields("the a router cache block token prefix worker request model latency queue engine " +
+		"prompt answer because which would could should between under over during after before system " +
+		"value number result error fast slow memory policy decision score load balance affinity session")
+	text := func(n int) string {
+		var b strings.Builder
+		for b.Len() < n {
+			if b.Len() > 0 {
+				b.WriteString(" ")
+			}
+			b.WriteString(words[rng.IntN(len(words))])
+			if rng.IntN(12) == 0 {
+				b.WriteString(".")
+			}
+		}
+		return b.String()
+	}
+	msgs := []map[string]string{{"role": "system", "content": text(1000)}}
+	for i := 0; i < turns; i++ {
+		if i%2 == 0 {
+			msgs = append(msgs, map[string]string{"role": "user", "content": text(400)})
+		} else {
+			msgs = append(msgs, map[string]string{"role": "assistant", "content": text(900)})
+		}
+	}
+	return msgs
+}
+
+// BenchmarkChatTurn measures resolving turn N of an N-turn conversation (Llama-3 template and
+// tokenizer.json) whose earlier turns were seen: each iteration's last user message is new, so
+// with the cache only it is encoded; without, the whole history is.
+func BenchmarkChatTurn(b *testing.B) {
+	for _, turns := range []int{6, 12, 20} {
+		for _, cache := range []bool{false, true} {
+			b.Run(fmt.Sprintf("turns=%d/cache=%v", turns, cache), func(b *testing.B) {
+				opts := Options{SegmentCacheTokens: -1}
+				if cache {
+					opts = Options{}
+				}
+				r := newTestResolver(b, opts)
+				cfg := llamaPool(b)
+				msgs := benchConversation(turns - 1)
+				last := benchConversation(1)[1]["content"]
+				body := func(i int) []byte {
+					return chatBody(b, append(slices.Clone(msgs), map[string]string{"role": "user", "content": fmt.Sprintf("%s (%d)", last, i)}))
+				}
+				// Warm: load the tokenizer and template, and (with the cache) see the history once.
+				if _, err := r.Tokens(context.Background(), Request{Config: cfg, Kind: Chat, Body: body(-1)}); err != nil {
+					b.Fatal(err)
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					b.StopTimer()
+					req := Request{Config: cfg, Kind: Chat, Body: body(i)} // a new last message, as each real turn has
+					b.StartTimer()
+					if _, err := r.Tokens(context.Background(), req); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
