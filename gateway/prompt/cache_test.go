@@ -5,9 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/kvrouter/kvrouter/statestore"
 	"github.com/kvrouter/kvrouter/tokenizer/tokenizertest"
@@ -104,25 +108,22 @@ func TestCachedEqualsUncached(t *testing.T) {
 	t.Logf("%d conversation prefixes identical with and without the cache; segment cache %+v", checked, seg)
 }
 
-// benchConversation is a realistic chat: a 1 KB system prompt, user turns of ~400 bytes and
-// assistant turns of ~900 bytes of English-like text.
-func benchConversation(turns int) []map[string]string {
-	rng := rand.New(rand.NewPCG(3, 4))
-	words := strings.Fields("the a router cache block token prefix worker request model latency queue engine " +
-		"prompt answer because which would could should between under over during after before system " +
-		"value number result error fast slow memory policy decision score load balance affinity session")
+// benchConversation is a coding-assistant chat: a 1 KB system prompt, user turns of ~400 bytes and
+// assistant turns of ~900 bytes, each a different stretch of Go source and comments (the
+// toolchain's net/http/server.go, read from GOROOT rather than committed).
+func benchConversation(b *testing.B, turns int) []map[string]string {
+	src, err := os.ReadFile(filepath.Join(runtime.GOROOT(), "src", "net", "http", "server.go"))
+	if err != nil {
+		b.Skipf("no GOROOT source for the benchmark conversation: %v", err)
+	}
+	off := 0
 	text := func(n int) string {
-		var b strings.Builder
-		for b.Len() < n {
-			if b.Len() > 0 {
-				b.WriteString(" ")
-			}
-			b.WriteString(words[rng.IntN(len(words))])
-			if rng.IntN(12) == 0 {
-				b.WriteString(".")
-			}
+		chunk := src[off : off+n]
+		off += n
+		for !utf8.Valid(chunk) {
+			chunk = chunk[:len(chunk)-1]
 		}
-		return b.String()
+		return string(chunk)
 	}
 	msgs := []map[string]string{{"role": "system", "content": text(1000)}}
 	for i := 0; i < turns; i++ {
@@ -148,8 +149,9 @@ func BenchmarkChatTurn(b *testing.B) {
 				}
 				r := newTestResolver(b, opts)
 				cfg := llamaPool(b)
-				msgs := benchConversation(turns - 1)
-				last := benchConversation(1)[1]["content"]
+				msgs := benchConversation(b, turns)
+				last := msgs[len(msgs)-1]["content"] // turn N is a user turn of ~400 bytes
+				msgs = msgs[:len(msgs)-1]
 				body := func(i int) []byte {
 					return chatBody(b, append(slices.Clone(msgs), map[string]string{"role": "user", "content": fmt.Sprintf("%s (%d)", last, i)}))
 				}
