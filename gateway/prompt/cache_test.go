@@ -173,3 +173,47 @@ func BenchmarkChatTurn(b *testing.B) {
 		}
 	}
 }
+
+// TestConcurrentTokens resolves the same conversations from several goroutines on a fresh
+// resolver (first loads race, caches are shared; run with -race) and checks every answer against
+// the uncached one.
+func TestConcurrentTokens(t *testing.T) {
+	cfg := llamaPool(t)
+	rng := rand.New(rand.NewPCG(9, 9))
+	var bodies [][]byte
+	for i := 0; i < 8; i++ {
+		bodies = append(bodies, chatBody(t, randomConversation(rng, 1+2*rng.IntN(4))))
+	}
+	ref := newTestResolver(t, Options{SegmentCacheTokens: -1})
+	want := make([][]uint32, len(bodies))
+	for i, b := range bodies {
+		res, err := ref.Tokens(context.Background(), Request{Config: cfg, Kind: Chat, Body: b})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[i] = res.Tokens
+	}
+	r := newTestResolver(t, Options{SegmentCacheTokens: 2000})
+	errs := make(chan error, 4)
+	for g := 0; g < 4; g++ {
+		go func(g int) {
+			for i := 0; i < 40; i++ {
+				k := (g + i) % len(bodies)
+				res, err := r.Tokens(context.Background(), Request{Config: cfg, Kind: Chat, Body: bodies[k]})
+				if err == nil && !slices.Equal(res.Tokens, want[k]) {
+					err = fmt.Errorf("goroutine %d body %d: tokens differ", g, k)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}(g)
+	}
+	for g := 0; g < 4; g++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
