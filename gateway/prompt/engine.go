@@ -85,12 +85,39 @@ func (r *Resolver) engineTokens(ctx context.Context, pool, baseURL string, tr to
 	if baseURL == "" {
 		return nil, fmt.Errorf("%w: no worker URL to ask", ErrEngine)
 	}
-	ids, err := r.postTokenize(ctx, strings.TrimSuffix(baseURL, "/")+"/tokenize", body)
-	if err != nil {
-		return nil, err
+	// Identical prompts arriving together (an agent's fan-out) share one /tokenize call.
+	r.inflightMu.Lock()
+	if c, ok := r.inflight[key]; ok {
+		c.waiters++
+		r.inflightMu.Unlock()
+		select {
+		case <-c.done:
+			return c.ids, c.err
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: waiting for /tokenize: %v", ErrEngine, ctx.Err())
+		}
 	}
-	r.engineCache.put(key, ids, int64(len(ids))+segmentOverhead)
-	return ids, nil
+	c := &engineCall{done: make(chan struct{})}
+	r.inflight[key] = c
+	r.inflightMu.Unlock()
+
+	c.ids, c.err = r.postTokenize(ctx, strings.TrimSuffix(baseURL, "/")+"/tokenize", body)
+	if c.err == nil {
+		r.engineCache.put(key, c.ids, int64(len(c.ids))+segmentOverhead)
+	}
+	r.inflightMu.Lock()
+	delete(r.inflight, key)
+	r.inflightMu.Unlock()
+	close(c.done)
+	return c.ids, c.err
+}
+
+// engineCall is a /tokenize call in flight; waiters read ids and err once done is closed.
+type engineCall struct {
+	done    chan struct{}
+	ids     []uint32
+	err     error
+	waiters int // callers sharing it (under Resolver.inflightMu; read by tests)
 }
 
 func (r *Resolver) postTokenize(ctx context.Context, url string, body []byte) ([]uint32, error) {

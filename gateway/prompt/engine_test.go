@@ -21,9 +21,10 @@ import (
 type fakeTokenize struct {
 	mu       sync.Mutex
 	requests []map[string]json.RawMessage
-	status   int    // answer status (default 200)
-	raw      string // answer body instead of the computed one
-	block    bool   // wait until the client gives up
+	status   int           // answer status (default 200)
+	raw      string        // answer body instead of the computed one
+	block    bool          // wait until the client gives up
+	release  chan struct{} // when set, hold answers until closed
 }
 
 func (f *fakeTokenize) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -38,8 +39,11 @@ func (f *fakeTokenize) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	f.mu.Lock()
 	f.requests = append(f.requests, req)
-	status, raw, block := f.status, f.raw, f.block
+	status, raw, block, release := f.status, f.raw, f.block, f.release
 	f.mu.Unlock()
+	if release != nil {
+		<-release
+	}
 	if block {
 		<-r.Context().Done()
 		return
@@ -161,5 +165,52 @@ func TestEngineFailures(t *testing.T) {
 	}
 	if _, st := r.Stats(); st.Entries != 0 {
 		t.Errorf("failures were cached: %+v", st)
+	}
+}
+
+// TestEngineInflightShared: identical prompts arriving while the first /tokenize is in flight wait
+// for it instead of asking again.
+func TestEngineInflightShared(t *testing.T) {
+	fake := &fakeTokenize{release: make(chan struct{})}
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	r := newTestResolver(t, Options{})
+	cfg := statestore.PoolConfig{Tokenize: statestore.TokenizeEngine}
+	const callers = 5
+	results := make(chan error, callers)
+	for i := 0; i < callers; i++ {
+		go func() {
+			res, err := r.Tokens(context.Background(), Request{Pool: "p", Config: cfg, Kind: Completion, Body: []byte(`{"prompt": "same"}`), EngineURL: srv.URL})
+			if err == nil && !slices.Equal(res.Tokens, []uint32{'s', 'a', 'm', 'e'}) {
+				err = errors.New("wrong tokens")
+			}
+			results <- err
+		}()
+	}
+	// Wait (generously) until one call is at the server and the other callers wait for it.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r.inflightMu.Lock()
+		waiting := 0
+		for _, c := range r.inflight {
+			waiting += c.waiters
+		}
+		r.inflightMu.Unlock()
+		if waiting == callers-1 && fake.count() == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("callers never converged: %d waiting, %d at the server", waiting, fake.count())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(fake.release)
+	for i := 0; i < callers; i++ {
+		if err := <-results; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := fake.count(); n != 1 {
+		t.Fatalf("server saw %d requests for %d identical concurrent prompts, want 1", n, callers)
 	}
 }

@@ -94,6 +94,8 @@ type Resolver struct {
 
 	segments    *lru[segmentKey, []uint32] // nil when disabled
 	engineCache *lru[engineKey, []uint32]
+	inflightMu  sync.Mutex
+	inflight    map[engineKey]*engineCall
 }
 
 type tokenizerEntry struct {
@@ -121,6 +123,7 @@ func NewResolver(opts Options) (*Resolver, error) {
 		client:     opts.HTTPClient,
 		tokenizers: map[string]*tokenizerEntry{},
 		templates:  map[templateKey]*templateEntry{},
+		inflight:   map[engineKey]*engineCall{},
 	}
 	if r.client == nil {
 		r.client = &http.Client{Timeout: opts.EngineTimeout}

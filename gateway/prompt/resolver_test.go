@@ -257,3 +257,65 @@ func TestLoadErrors(t *testing.T) {
 		}
 	}
 }
+
+// byteText is what byteTokenizer encodes text to.
+func byteText(s string) []uint32 {
+	ids := make([]uint32, len(s))
+	for i := range len(s) {
+		ids[i] = uint32(s[i])
+	}
+	return ids
+}
+
+// TestTemplateFiles: the default template beside the tokenizer (chat_template.jinja before
+// tokenizer_config.json's), special tokens from tokenizer_config.json, and named templates
+// (tool_use when the request has tools).
+func TestTemplateFiles(t *testing.T) {
+	r := newTestResolver(t, Options{})
+	write := func(dir, name, data string) string {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	chat := `{"messages": [{"role": "user", "content": "x"}]}`
+	withTools := `{"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f"}}]}`
+
+	tok := byteTokenizer(t)
+	dir := filepath.Dir(tok)
+	write(dir, "tokenizer_config.json", `{"bos_token": {"content": "<B>"}, "eos_token": "<E>", "chat_template": "C{{ bos_token }}"}`)
+	if got := tokens(t, r, statestore.PoolConfig{Tokenizer: tok}, Chat, chat).Tokens; !slices.Equal(got, byteText("C<B>")) {
+		t.Errorf("tokenizer_config.json template: %v", got)
+	}
+	r = newTestResolver(t, Options{}) // templates are kept by path: a fresh resolver sees the new file
+	write(dir, "chat_template.jinja", "J{{ eos_token }}{{ messages|length }}")
+	if got := tokens(t, r, statestore.PoolConfig{Tokenizer: tok}, Chat, chat).Tokens; !slices.Equal(got, byteText("J<E>1")) {
+		t.Errorf("chat_template.jinja beside the tokenizer: %v", got)
+	}
+
+	named := write(t.TempDir(), "tokenizer_config.json", `{"chat_template": [{"name": "default", "template": "D{{ messages[0].content }}"},
+		{"name": "tool_use", "template": "T{{ tools|length }}{{ tools[0].function.description }}"}]}`)
+	cfg := statestore.PoolConfig{Tokenizer: tok, ChatTemplate: named}
+	if got := tokens(t, r, cfg, Chat, chat).Tokens; !slices.Equal(got, byteText("Dx")) {
+		t.Errorf("named default: %v", got)
+	}
+	if got := tokens(t, r, cfg, Chat, withTools).Tokens; !slices.Equal(got, byteText("T1")) { // description: null prints nothing
+		t.Errorf("named tool_use: %v", got)
+	}
+}
+
+// TestContinueFinalMessage: the render is cut after the final message's (stripped) text, so the
+// ids end with the partial answer and no end-of-turn token.
+func TestContinueFinalMessage(t *testing.T) {
+	r := newTestResolver(t, Options{})
+	res := tokens(t, r, llamaPool(t), Chat, `{"add_generation_prompt": false, "continue_final_message": true,
+		"messages": [{"role": "user", "content": "Hello!"}, {"role": "assistant", "content": "Hi there "}]}`)
+	plain := tokens(t, r, llamaPool(t), Chat, `{"add_generation_prompt": false,
+		"messages": [{"role": "user", "content": "Hello!"}, {"role": "assistant", "content": "Hi there "}]}`)
+	// The full render ends "Hi there<|eot_id|>" (Llama-3 trims content); the continued one drops the <|eot_id|>.
+	if !slices.Equal(res.Tokens, plain.Tokens[:len(plain.Tokens)-1]) || plain.Tokens[len(plain.Tokens)-1] != 128009 {
+		t.Fatalf("continue_final_message: %v\nfull render: %v", res.Tokens, plain.Tokens)
+	}
+}
