@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"sort"
 	"strings"
@@ -53,6 +54,22 @@ type Config struct {
 	// ("load-aware" or "agentic", applied before the knobs). Empty: one pool named "default" with
 	// block_size 16, created only if the store does not have it yet.
 	Pools map[string]map[string]any `yaml:"pools"`
+	// Engines are vLLM/SGLang ZMQ KV-event publishers subscribed to in-process, one
+	// "WORKER=tcp://host:port[,replay=tcp://host:port][,dp=N][,url=http://…][,topic=T]" each (the syntax
+	// of `kvrouter ingest --engine`). Meant for the embedded store; with Redis run `kvrouter ingest`.
+	// Default none.
+	Engines []string `yaml:"engine"`
+	// EnginePool is the pool the Engines' workers belong to (created with block_size 16 if missing).
+	// Default "default".
+	EnginePool string `yaml:"engine_pool"`
+	// RedisTimeout bounds one Redis command's write and reply. Default 0 = the store's default (15 s).
+	RedisTimeout time.Duration `yaml:"redis_timeout"`
+
+	// LogOutput receives the log. Default nil = stderr. Not settable from a file.
+	LogOutput io.Writer `yaml:"-"`
+	// OnListening, if set, is called with the bound address once the listener is open (tests and
+	// embedding use it with port 0). Not settable from a file.
+	OnListening func(net.Addr) `yaml:"-"`
 }
 
 // DefaultConfig returns the defaults.
@@ -92,6 +109,14 @@ func (c Config) Validate() error {
 	if c.MaxEvents < 1 || c.MaxEvents > 10_000_000 {
 		return fmt.Errorf("max-events must be in [1, 10000000], got %d", c.MaxEvents)
 	}
+	if c.RedisTimeout < 0 {
+		return fmt.Errorf("redis-timeout must be >= 0, got %s", c.RedisTimeout)
+	}
+	if len(c.Engines) > 0 {
+		if err := statestore.CheckID("pool", c.enginePool()); err != nil {
+			return err
+		}
+	}
 	if c.StoreTimeout <= 0 {
 		return fmt.Errorf("store-timeout must be > 0, got %s", c.StoreTimeout)
 	}
@@ -106,6 +131,13 @@ func (c Config) Validate() error {
 	}
 	_, err := c.PoolConfigs()
 	return err
+}
+
+func (c Config) enginePool() string {
+	if c.EnginePool == "" {
+		return core.DefaultPool
+	}
+	return c.EnginePool
 }
 
 // ServerOptions returns the HTTP server's options.
