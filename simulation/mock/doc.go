@@ -43,5 +43,6 @@
 //
 // Faults (flags of `kvrouter mock`, or POST /admin/faults) drop event messages (they keep their
 // sequence number and stay replayable, so subscribers see a gap), publish messages twice, delay
-// them, answer completions with an HTTP error, or slow responses down.
+// them, answer completions with an HTTP error, slow responses down, or cut streams after their first
+// chunk (fail_mid_stream_next: an engine dying mid-stream).
 package mock

@@ -69,6 +69,9 @@ type Faults struct {
 	ErrorStatus int `json:"error_status"`
 	// SlowMs delays every completion response by this long before any work.
 	SlowMs float64 `json:"slow_ms"`
+	// FailMidStreamNext cuts the next N streamed completions after their first chunk: the connection is
+	// closed without the end of the body (an engine dying mid-stream).
+	FailMidStreamNext int `json:"fail_mid_stream_next"`
 }
 
 func (c *Config) setDefaults() {
@@ -627,6 +630,17 @@ func (e *Engine) injectError() (int, bool) {
 		return status, true
 	}
 	return 0, false
+}
+
+// injectMidStreamFailure reports whether this stream should be cut after its first chunk.
+func (e *Engine) injectMidStreamFailure() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.faults.FailMidStreamNext > 0 {
+		e.faults.FailMidStreamNext--
+		return true
+	}
+	return false
 }
 
 // BlocksDump is the answer of /debug/blocks.

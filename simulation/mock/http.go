@@ -135,7 +135,7 @@ func (s *Server) Handler() http.Handler {
 			return
 		}
 		if f.DropProb < 0 || f.DropProb > 1 || f.ErrorProb < 0 || f.ErrorProb > 1 || f.DropEvents < 0 ||
-			f.DuplicateEvents < 0 || f.ErrorNext < 0 || f.DelayEventsMs < 0 || f.SlowMs < 0 ||
+			f.DuplicateEvents < 0 || f.ErrorNext < 0 || f.FailMidStreamNext < 0 || f.DelayEventsMs < 0 || f.SlowMs < 0 ||
 			(f.ErrorStatus != 0 && (f.ErrorStatus < 400 || f.ErrorStatus > 599)) {
 			writeError(w, 400, "invalid faults: probabilities in [0,1], counts and delays >= 0, error_status 4xx/5xx")
 			return
@@ -374,6 +374,9 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, chat bool) {
 	}
 	if !send(chunk(strings.TrimPrefix(outputText(toks, 0, 1), " "), firstFinish)) {
 		return
+	}
+	if s.injectMidStreamFailure() {
+		panic(http.ErrAbortHandler) // net/http closes the connection without ending the chunked body
 	}
 	if maxTok > 1 {
 		select {
