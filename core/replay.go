@@ -17,8 +17,8 @@ import (
 const MaxReplayLine = 64 << 20
 
 // Replay runs a replay file (SPEC §7.1) against a store in virtual time and writes one JSON line per
-// route, explain and query line, and one per bad line. The output depends only on the file: it is
-// byte-identical for every store. Transport errors of the store end the run.
+// route, explain, query and report_forward line, and one per bad line. The output depends only on the
+// file: it is byte-identical for every store. Transport errors of the store end the run.
 func Replay(ctx context.Context, store statestore.Store, in io.Reader, out io.Writer) error {
 	var clock int64
 	rt := New(store, Options{Now: func() int64 { return clock }, Random: func() float64 { return 0 }, PoolCacheTTL: -1})
@@ -80,7 +80,22 @@ type replayQuery struct {
 	LoRAName    string   `json:"lora_name,omitempty"`
 }
 
-var replayKeys = []string{"config", "worker", "remove_worker", "event", "route", "explain", "query", "prefill_done", "done", "advance_ms"}
+// replayReport is the body of a report_forward line: a forward's outcome for a worker's shared health.
+type replayReport struct {
+	Pool     string `json:"pool,omitempty"`
+	WorkerID string `json:"worker_id"`
+	OK       *bool  `json:"ok"`
+}
+
+// replayHealth is the printed outcome of a report_forward line.
+type replayHealth struct {
+	WorkerID string                   `json:"worker_id"`
+	Health   *statestore.WorkerHealth `json:"health,omitempty"`
+	Error    *statestore.ErrorBody    `json:"error,omitempty"`
+}
+
+var replayKeys = []string{"config", "worker", "remove_worker", "event", "route", "explain", "query", "prefill_done", "done",
+	"report_forward", "advance_ms"}
 
 func replayLine(ctx context.Context, rt *Router, clock *int64, line int, raw []byte) (any, error) {
 	var obj map[string]json.RawMessage
@@ -229,6 +244,26 @@ func replayLine(ctx context.Context, rt *Router, clock *int64, line int, raw []b
 			_, err = rt.PrefillDone(ctx, p, id)
 		}
 		return nil, err
+	case "report_forward":
+		var rep replayReport
+		if err := strictUnmarshal(body, &rep); err != nil {
+			return nil, bad(key, err)
+		}
+		if rep.OK == nil {
+			return nil, fmt.Errorf("%w: line %d: report_forward needs \"ok\": true|false", statestore.ErrInvalid, line)
+		}
+		if rep.Pool == "" {
+			rep.Pool = pool
+		}
+		h, err := rt.ReportForward(ctx, rep.Pool, rep.WorkerID, *rep.OK)
+		if err != nil {
+			if isTransport(err) {
+				return nil, err
+			}
+			eb := errBody(err)
+			return replayHealth{WorkerID: rep.WorkerID, Error: &eb}, nil
+		}
+		return replayHealth{WorkerID: rep.WorkerID, Health: &h}, nil
 	case "advance_ms":
 		var n int64
 		if err := json.Unmarshal(body, &n); err != nil || n < 0 {

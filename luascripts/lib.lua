@@ -28,11 +28,15 @@
 --  17 s:      prefix of the soft index buckets s:<n>, n = last 10 bits of the sequence hash:
 --                    HASH seq(8 bytes) -> {slot u32, expiry_ms double}*
 --  18 wz      ZSET   worker ids, score 0 (memcmp order = candidate order)
+--  19 hc      HASH   worker id -> consecutive failed forwards (only workers with failures; health, SPEC §7.2)
+--  20 hu      HASH   worker id -> struct '>ddd' {unhealthy_until_ms, probe_until_ms, backoff_ms}: only workers
+--                    marked unhealthy (the route reads this whole hash: it is empty in a healthy pool)
 -- Bucket suffixes are the only strings appended in Lua; every key stays under the pool's hash tag.
 
 local K_CFG, K_ROSTER, K_WK, K_SEEN, K_LD, K_FENCE, K_SC, K_ORPH, K_ND, K_DEAD, K_LS, K_LX, K_SS, K_SX, K_E, K_G, K_S, K_WZ =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12],
   KEYS[13], KEYS[14], KEYS[15], KEYS[16], KEYS[17], KEYS[18]
+local K_HC, K_HU = KEYS[19], KEYS[20]
 
 -- NB_E: 16384 event buckets keep each listpack near 61 entries at 1 M entries (every HGET scans its bucket
 -- linearly): ~15-20 % less Redis time per route decision than 4096 (~245 entries) for +1.3 B per entry.
@@ -48,7 +52,10 @@ local function gkey(slot, engine) return K_G .. slot .. ':' .. string.byte(engin
 local function efield(seq) return string.sub(seq, 1, 7) end
 local function gfield(engine) return string.sub(engine, 1, 7) end
 
-local CFG_FIELDS = {'bs', 'osc', 'hw', 'dw', 'pls', 'decay', 'rw', 'temp', 'bpf', 'bdf', 'kve', 'attl', 'pttl', 'sttl', 'lttl', 'wttl', 'mpt'}
+-- New knobs are appended (ua: unhealthy_after, ubo: unhealthy_backoff_ms); a pool written before them reads 0
+-- (health tracking off) until its config is written again.
+local CFG_FIELDS = {'bs', 'osc', 'hw', 'dw', 'pls', 'decay', 'rw', 'temp', 'bpf', 'bdf', 'kve', 'attl', 'pttl', 'sttl', 'lttl', 'wttl', 'mpt',
+  'ua', 'ubo'}
 local CFG_FMT = '>' .. string.rep('d', #CFG_FIELDS)   -- cfg field 'bin': every knob as f64, CFG_FIELDS order
 
 -- cfg_get returns the pool's knobs as numbers, or nil when the pool does not exist.
@@ -56,13 +63,15 @@ local function cfg_get()
   local c = {}
   local b = redis.call('HGET', K_CFG, 'bin')
   if b then
-    local v = {struct.unpack(CFG_FMT, b)}
-    for i, f in ipairs(CFG_FIELDS) do c[f] = v[i] end
+    local n = #b / 8
+    local v
+    if n >= #CFG_FIELDS then v = {struct.unpack(CFG_FMT, b)} else v = {struct.unpack('>' .. string.rep('d', n), b)} end
+    for i, f in ipairs(CFG_FIELDS) do if i <= n then c[f] = v[i] else c[f] = 0 end end
     return c
   end
   local v = redis.call('HMGET', K_CFG, unpack(CFG_FIELDS))
   if not v[1] then return nil end
-  for i, f in ipairs(CFG_FIELDS) do c[f] = tonumber(v[i]) end
+  for i, f in ipairs(CFG_FIELDS) do c[f] = tonumber(v[i]) or 0 end
   return c
 end
 

@@ -12,7 +12,7 @@ import (
 var files embed.FS
 
 // Names lists the operations (script files without ".lua"), lib excluded.
-var Names = []string{"apply_events", "resolve_parents", "route", "lease", "put_pool", "put_worker", "remove_worker", "workers"}
+var Names = []string{"apply_events", "resolve_parents", "route", "lease", "put_pool", "put_worker", "remove_worker", "workers", "report_forward"}
 
 // Source returns the full text of one operation: lib.lua followed by the operation's file.
 func Source(name string) (string, error) {

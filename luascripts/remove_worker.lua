@@ -17,6 +17,8 @@ for r = 1, w[2] do
 end
 redis.call('HDEL', K_WK, wid)
 redis.call('HDEL', K_SEEN, wid)
+redis.call('HDEL', K_HC, wid)   -- health belongs to the registration: a worker registered again starts healthy
+redis.call('HDEL', K_HU, wid)
 redis.call('ZREM', K_WZ, wid)
 roster_rebuild(nil)
 reclaim(now, 64, 1024)

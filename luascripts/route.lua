@@ -9,7 +9,11 @@
 --       [9..17] overrides, '' = pool value: overlap_score_credit, host_cache_hit_weight,
 --               disk_cache_hit_weight, prefill_load_scale, overlap_score_credit_decay,
 --               decode_active_request_weight, temperature, busy_prefill_fraction, busy_decode_fraction
---       [18] allowed worker count A, [19..18+A] allowed worker ids.
+--       [18] allowed worker count A, [19..18+A] allowed worker ids,
+--       [19+A] excluded worker count X, [20+A..19+A+X] excluded worker ids (this request only).
+-- Health (statestore/health.go): with unhealthy_after > 0 the whole hu hash is read once (it holds only the
+-- workers marked unhealthy, so it is empty in a healthy pool); a marked worker in its window or being probed
+-- is filtered 'unhealthy'; booking a half-open worker starts its probe (one HSET).
 -- Reply (fractions as %.17g strings, never Lua numbers):
 --   {'unknown_pool'} | {'invalid'} (isl/blocks outside the pool's limits) | {'conflict'} (lease exists)
 --   | {'noelig', reason, count, ...}
@@ -229,7 +233,29 @@ end
 if not LV then LV = {}; for j = 1, 3 * N do LV[j] = 0 end end
 local MN = (bpf > 0) and rcol(12, 'd', 8) or nil
 local TK = (bdf > 0) and rcol(20, 'd', 8) or nil
-local widf = allowed or pinned ~= '' or cfg.wttl > 0
+local excluded = nil
+local nx = tonumber(ARGV[19 + na])
+if nx > 0 then
+  excluded = {}
+  for i = 1, nx do excluded[ARGV[19 + na + i]] = true end
+end
+-- HB[wid]: marked and skipped (in its back-off window, or probed by another decision); HO[wid] = {until,
+-- backoff}: half-open, the decision that books it takes the probe. nil when empty.
+local HB, HO = nil, nil
+if cfg.ua > 0 then
+  local kv = redis.call('HGETALL', K_HU)
+  for i = 1, #kv, 2 do
+    local u, p, b = struct.unpack('>ddd', kv[i + 1])
+    if now < u or now < p then
+      HB = HB or {}
+      HB[kv[i]] = true
+    else
+      HO = HO or {}
+      HO[kv[i]] = {u, b}
+    end
+  end
+end
+local widf = allowed or pinned ~= '' or cfg.wttl > 0 or excluded or HB
 
 -- CREASON[i]: candidate i's filter reason ('' eligible); nil when no filter applies (every one eligible).
 local CREASON = nil
@@ -249,6 +275,8 @@ for i = 1, CREASON and N or 0 do
     if not is_live(wid) then reason = 'not_live'
     elseif allowed and not allowed[wid] then reason = 'not_allowed'
     elseif pinned ~= '' and wid ~= pinned then reason = 'not_pinned'
+    elseif excluded and excluded[wid] then reason = 'excluded'
+    elseif HB and HB[wid] then reason = 'unhealthy'
     end
   end
   if reason ~= '' then
@@ -396,6 +424,10 @@ local dev, _, _, depth = effective(OV[slot])
 local booked = isl - dev * bs
 if booked < 0 then booked = 0 end
 redis.call('SETRANGE', K_LD, (chosen - 1) * 24, struct.pack('>ddd', LV[3 * chosen - 2] + booked, LV[3 * chosen - 1] + required, LV[3 * chosen] + 1))
+if HO and HO[cwid] then
+  local h = HO[cwid]
+  redis.call('HSET', K_HU, cwid, struct.pack('>ddd', h[1], now + h[2], h[2]))
+end
 local expiry = now + cfg.lttl
 local lsess, lgen = '', 0
 if cfg.sttl > 0 and session ~= '' then

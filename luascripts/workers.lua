@@ -3,7 +3,8 @@
 -- KEYS: the pool's key list (see lib.lua).
 -- ARGV: [1] now, ms.
 -- Reply: {'unknown_pool'} | {'ok', {wid, url, dp, tkv, mnbt, kve, last_seen,
---          {{prefill, decode, requests, held, last_event_id ('' none), epoch, degraded 0|1}...}}...}.
+--          {{prefill, decode, requests, held, last_event_id ('' none), epoch, degraded 0|1}...},
+--          {consecutive_failures, unhealthy_until_ms, probe_until_ms, backoff_ms}}...}.
 -- Complexity: O(W · dp).
 local now = tonumber(ARGV[1])
 if redis.call('EXISTS', K_CFG) == 0 then return {'unknown_pool'} end
@@ -21,6 +22,9 @@ for _, id in ipairs(redis.call('ZRANGE', K_WZ, 0, -1)) do
     ranks[r] = {tonumber(l[1]), tonumber(l[2]), tonumber(l[3]), tonumber(redis.call('HGET', K_SC, 'h' .. slot) or '0'),
       f[2] or '', f[1] or '', f[3] == '1' and 1 or 0}
   end
-  out[#out + 1] = {id, w[1], w[2], w[3], w[4], w[5], tonumber(redis.call('HGET', K_SEEN, id) or '0'), ranks}
+  local h = {tonumber(redis.call('HGET', K_HC, id) or '0'), 0, 0, 0}
+  local hu = redis.call('HGET', K_HU, id)
+  if hu then h[2], h[3], h[4] = struct.unpack('>ddd', hu) end
+  out[#out + 1] = {id, w[1], w[2], w[3], w[4], w[5], tonumber(redis.call('HGET', K_SEEN, id) or '0'), ranks, h}
 end
 return out

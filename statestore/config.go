@@ -45,6 +45,14 @@ type PoolConfig struct {
 	WorkerTTLMs int64 `json:"worker_ttl_ms"`
 	// MaxPromptTokens bounds a request's prompt, tokens (default 1048576).
 	MaxPromptTokens int64 `json:"max_prompt_tokens"`
+	// UnhealthyAfter is the number of failed forwards in a row (Store.ReportForward) that marks a worker
+	// unhealthy for every router (SPEC §7.2; default 3; 0 = health tracking off: failures are counted and
+	// shown, never acted on).
+	UnhealthyAfter int64 `json:"unhealthy_after"`
+	// UnhealthyBackoffMs is how long a worker marked unhealthy is skipped before one request may probe it,
+	// ms (default 10000; must be > 0 while UnhealthyAfter > 0). Each failed probe doubles the worker's
+	// back-off, up to MaxBackoffFactor times this value.
+	UnhealthyBackoffMs int64 `json:"unhealthy_backoff_ms"`
 
 	// Gateway settings (SPEC §7.2). They do not enter decisions; they tell the OpenAI-compatible gateway
 	// which requests belong to the pool and how to turn them into the engine's token ids.
@@ -136,6 +144,10 @@ const (
 	MaxWorkersPerPool  = 4096
 	MaxKnob            = 1e9 // any float knob above this is absurd
 	MaxIDLength        = 256 // worker, pool, request and session ids, bytes
+	MaxUnhealthyAfter  = 1 << 20
+	// MaxBackoffFactor caps a worker's health back-off at this multiple of unhealthy_backoff_ms: each
+	// failed probe doubles it (1×, 2×, 4×, 8×, 8×, …).
+	MaxBackoffFactor = 8
 )
 
 // DefaultPoolConfig returns the documented defaults for a pool of the given block size.
@@ -150,6 +162,8 @@ func DefaultPoolConfig(blockSize int) PoolConfig {
 		ApproxTTLMs:        120000,
 		LeaseTTLMs:         300000,
 		MaxPromptTokens:    1048576,
+		UnhealthyAfter:     3,
+		UnhealthyBackoffMs: 10000,
 	}
 }
 
@@ -210,10 +224,14 @@ func (c PoolConfig) Validate() error {
 		{"session_affinity_ttl_ms", c.SessionAffinityTTLMs, false},
 		{"lease_ttl_ms", c.LeaseTTLMs, true},
 		{"worker_ttl_ms", c.WorkerTTLMs, false},
+		{"unhealthy_backoff_ms", c.UnhealthyBackoffMs, c.UnhealthyAfter > 0},
 	} {
 		if err := checkTTL(t.name, t.v, t.required); err != nil {
 			return fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
+	}
+	if c.UnhealthyAfter < 0 || c.UnhealthyAfter > MaxUnhealthyAfter {
+		return fmt.Errorf("%w: unhealthy_after must be in [0, %d] failures, got %d", ErrInvalid, MaxUnhealthyAfter, c.UnhealthyAfter)
 	}
 	if c.MaxPromptTokens <= 0 || c.MaxPromptTokens > MaxPromptTokensCap {
 		return fmt.Errorf("%w: max_prompt_tokens must be in [1, %d], got %d", ErrInvalid, MaxPromptTokensCap, c.MaxPromptTokens)

@@ -17,19 +17,22 @@ var (
 	ErrUnavailable      = errors.New("state store unavailable") // 503
 )
 
-// Filter reasons, in the order they are checked.
+// Filter reasons, in the order they are checked (a candidate gets the first that applies): liveness,
+// then the request's own scoping (allow-list, pin, exclusions), then the worker's shared health, then
+// load. Health comes before load so that a worker both failing and busy is reported as unhealthy (the
+// cause an operator can act on), and scoping before health because it is what the caller asked for.
 const (
-	ReasonNotLive     = "not_live"
-	ReasonNotAllowed  = "not_allowed"
-	ReasonNotPinned   = "not_pinned"
-	ReasonBusyPrefill = "busy_prefill"
-	ReasonBusyDecode  = "busy_decode"
+	ReasonNotLive    = "not_live"
+	ReasonNotAllowed = "not_allowed"
+	ReasonNotPinned  = "not_pinned"
 	// ReasonExcluded: the caller excluded the worker for this request (a gateway retry after a failed
 	// forward).
 	ReasonExcluded = "excluded"
-	// ReasonUnhealthy: forwards to the worker failed unhealthy_after times in a row; it is skipped until
-	// its back-off ends, then one request probes it (SPEC §7.2).
-	ReasonUnhealthy = "unhealthy"
+	// ReasonUnhealthy: forwards to the worker failed unhealthy_after times in a row and its back-off has
+	// not ended, or another decision is probing it (SPEC §7.2; rules in health.go).
+	ReasonUnhealthy   = "unhealthy"
+	ReasonBusyPrefill = "busy_prefill"
+	ReasonBusyDecode  = "busy_decode"
 )
 
 // NoEligibleError says why no candidate was left: the count of candidates per filter reason.

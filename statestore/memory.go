@@ -52,6 +52,7 @@ type memWorker struct {
 	spec     WorkerSpec
 	lastSeen int64
 	ranks    []*memRank
+	health   healthRec // shared forwarding health (health.go); kept by re-registration
 }
 
 type memLease struct {
@@ -270,7 +271,7 @@ func (m *Memory) RemoveWorker(_ context.Context, pool, workerID string, now int6
 	defer p.mu.Unlock()
 	w := p.workers[workerID]
 	if w == nil {
-		return fmt.Errorf("%w: %q in pool %q", ErrUnknownWorker, workerID, pool)
+		return unknownWorker(pool, workerID)
 	}
 	for _, r := range w.ranks {
 		p.detachRank(r)
@@ -309,7 +310,8 @@ func (m *Memory) Workers(_ context.Context, pool string, now int64) ([]WorkerInf
 	out := make([]WorkerInfo, 0, len(ids))
 	for _, id := range ids {
 		w := p.workers[id]
-		info := WorkerInfo{WorkerSpec: w.spec, KVEventsEffective: p.kvEvents(w), Live: p.live(w, now), LastSeenMs: w.lastSeen}
+		info := WorkerInfo{WorkerSpec: w.spec, KVEventsEffective: p.kvEvents(w), Live: p.live(w, now), LastSeenMs: w.lastSeen,
+			Health: w.health.info(now, p.cfg.UnhealthyAfter)}
 		if info.DPSize == 0 {
 			info.DPSize = 1
 		}

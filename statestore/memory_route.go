@@ -25,6 +25,14 @@ func validateRoute(req *RouteRequest, cfg PoolConfig) error {
 	if len(req.AllowedWorkers) > MaxWorkersPerPool {
 		return fmt.Errorf("%w: allowed_workers lists more than %d workers", ErrInvalid, MaxWorkersPerPool)
 	}
+	if len(req.ExcludedWorkers) > MaxWorkersPerPool {
+		return fmt.Errorf("%w: excluded_workers lists more than %d workers", ErrInvalid, MaxWorkersPerPool)
+	}
+	for i, w := range req.ExcludedWorkers {
+		if err := CheckID(fmt.Sprintf("excluded_workers[%d]", i), w); err != nil {
+			return err
+		}
+	}
 	if math.IsNaN(req.Random) || req.Random < 0 || req.Random >= 1 {
 		return fmt.Errorf("%w: random must be in [0,1), got %v", ErrInvalid, req.Random)
 	}
@@ -103,18 +111,24 @@ type evaluation struct {
 	reasons  map[string]int
 }
 
+// idSet returns the ids as a set, nil when there are none.
+func idSet(ids []string) map[string]bool {
+	if len(ids) == 0 {
+		return nil
+	}
+	set := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		set[id] = true
+	}
+	return set
+}
+
 // evaluate runs filter → overlap → cost → pick (SPEC §6.3 steps 1–3). It changes nothing but the removal
 // of a session binding whose worker is dead or removed, or that expired.
 func (p *memPool) evaluate(req *RouteRequest, now int64) *evaluation {
 	cfg := req.Overrides.Apply(p.cfg)
 	e := &evaluation{cfg: cfg, required: RequiredBlocks(req.ISL, cfg.BlockSize), chosen: -1, reasons: map[string]int{}}
-	var allowed map[string]bool
-	if len(req.AllowedWorkers) > 0 {
-		allowed = make(map[string]bool, len(req.AllowedWorkers))
-		for _, w := range req.AllowedWorkers {
-			allowed[w] = true
-		}
-	}
+	allowed, excluded := idSet(req.AllowedWorkers), idSet(req.ExcludedWorkers)
 	ov := p.overlaps(req.SeqHashes, now)
 	minPrefill, anyEligible := int64(0), false
 	e.cands = make([]evalCand, len(p.ranks))
@@ -128,6 +142,10 @@ func (p *memPool) evaluate(req *RouteRequest, now int64) *evaluation {
 			c.reason = ReasonNotAllowed
 		case req.PinnedWorker != "" && spec.WorkerID != req.PinnedWorker:
 			c.reason = ReasonNotPinned
+		case excluded != nil && excluded[spec.WorkerID]:
+			c.reason = ReasonExcluded
+		case r.worker.health.blocked(now, cfg.UnhealthyAfter):
+			c.reason = ReasonUnhealthy
 		case cfg.BusyPrefillFraction > 0 && spec.MaxNumBatchedTokens > 0 &&
 			float64(r.load.PrefillTokens) > cfg.BusyPrefillFraction*float64(spec.MaxNumBatchedTokens):
 			c.reason = ReasonBusyPrefill
@@ -226,6 +244,7 @@ func (p *memPool) book(req *RouteRequest, e *evaluation) {
 	r.load.PrefillTokens += l.prefill
 	r.load.DecodeBlocks += l.decode
 	r.load.Requests++
+	r.worker.health.takeProbe(now, e.cfg.UnhealthyAfter)
 	if e.cfg.SessionAffinityTTLMs > 0 && req.SessionID != "" {
 		s := p.sessions[req.SessionID]
 		if !e.session {

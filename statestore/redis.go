@@ -168,7 +168,7 @@ func (r *Redis) PutPool(ctx context.Context, pool string, cfg PoolConfig) error 
 		"rw", fstr(cfg.DecodeActiveRequestWeight), "temp", fstr(cfg.Temperature), "bpf", fstr(cfg.BusyPrefillFraction),
 		"bdf", fstr(cfg.BusyDecodeFraction), "kve", kve, "attl", istr(cfg.ApproxTTLMs), "pttl", istr(cfg.PredictedTTLMs),
 		"sttl", istr(cfg.SessionAffinityTTLMs), "lttl", istr(cfg.LeaseTTLMs), "wttl", istr(cfg.WorkerTTLMs),
-		"mpt", istr(cfg.MaxPromptTokens),
+		"mpt", istr(cfg.MaxPromptTokens), "ua", istr(cfg.UnhealthyAfter), "ubo", istr(cfg.UnhealthyBackoffMs),
 	}
 	args = append(args, gatewayFields(cfg)...)
 	arr, err := r.exec(ctx, "put_pool", pool, args)
@@ -200,7 +200,7 @@ func (r *Redis) GetPool(ctx context.Context, pool string) (PoolConfig, error) {
 		PrefillLoadScale: f("pls"), OverlapScoreCreditDecay: f("decay"), DecodeActiveRequestWeight: f("rw"),
 		Temperature: f("temp"), BusyPrefillFraction: f("bpf"), BusyDecodeFraction: f("bdf"), KVEvents: m["kve"] == "1",
 		ApproxTTLMs: i("attl"), PredictedTTLMs: i("pttl"), SessionAffinityTTLMs: i("sttl"), LeaseTTLMs: i("lttl"),
-		WorkerTTLMs: i("wttl"), MaxPromptTokens: i("mpt"),
+		WorkerTTLMs: i("wttl"), MaxPromptTokens: i("mpt"), UnhealthyAfter: i("ua"), UnhealthyBackoffMs: i("ubo"),
 		Models: decodeModels(m["models"]), Tokenizer: m["tok"], ChatTemplate: m["tpl"], Tokenize: m["tokm"],
 	}, nil
 }
@@ -310,6 +310,7 @@ func (r *Redis) Workers(ctx context.Context, pool string, now int64) ([]WorkerIn
 		return nil, unknownPool(pool)
 	}
 	out := make([]WorkerInfo, 0, len(arr)-1)
+	healths := make([]healthRec, 0, len(arr)-1)
 	for _, m := range arr[1:] {
 		w, _ := m.ToArray()
 		info := WorkerInfo{}
@@ -324,6 +325,8 @@ func (r *Redis) Workers(ctx context.Context, pool string, now int64) ([]WorkerIn
 			info.KVEvents = &t
 		}
 		info.LastSeenMs = msgInt(w[6])
+		hv, _ := w[8].ToArray()
+		hrec := healthRec{fails: msgInt(hv[0]), until: msgInt(hv[1]), probe: msgInt(hv[2]), backoff: msgInt(hv[3])}
 		ranks, _ := w[7].ToArray()
 		for i, rm := range ranks {
 			v, _ := rm.ToArray()
@@ -332,6 +335,7 @@ func (r *Redis) Workers(ctx context.Context, pool string, now int64) ([]WorkerIn
 				ActiveRequests: msgInt(v[2]), CachedBlocks: msgInt(v[3]), LastEventID: last, Epoch: msgStr(v[5]), Degraded: msgInt(v[6]) == 1})
 		}
 		out = append(out, info)
+		healths = append(healths, hrec)
 	}
 	if len(out) > 0 {
 		cfg, err := r.GetPool(ctx, pool)
@@ -345,6 +349,7 @@ func (r *Redis) Workers(ctx context.Context, pool string, now int64) ([]WorkerIn
 				w.KVEventsEffective = *w.KVEvents
 			}
 			w.Live = cfg.WorkerTTLMs == 0 || now < w.LastSeenMs+cfg.WorkerTTLMs
+			w.Health = healths[i].info(now, cfg.UnhealthyAfter)
 		}
 	}
 	return out, nil

@@ -27,13 +27,15 @@ func optF(v *float64) string {
 
 func routeArgs(mode string, req *RouteRequest) []string {
 	o := &req.Overrides
-	args := make([]string, 0, 18+len(req.AllowedWorkers))
+	args := make([]string, 0, 19+len(req.AllowedWorkers)+len(req.ExcludedWorkers))
 	args = append(args, mode, istr(req.NowMs), req.RequestID, seqBlob(req.SeqHashes), istr(req.ISL), req.SessionID,
 		req.PinnedWorker, fstr(req.Random),
 		optF(o.OverlapScoreCredit), optF(o.HostCacheHitWeight), optF(o.DiskCacheHitWeight), optF(o.PrefillLoadScale),
 		optF(o.OverlapScoreCreditDecay), optF(o.DecodeActiveRequestWeight), optF(o.Temperature),
 		optF(o.BusyPrefillFraction), optF(o.BusyDecodeFraction), strconv.Itoa(len(req.AllowedWorkers)))
-	return append(args, req.AllowedWorkers...)
+	args = append(args, req.AllowedWorkers...)
+	args = append(args, strconv.Itoa(len(req.ExcludedWorkers)))
+	return append(args, req.ExcludedWorkers...)
 }
 
 // preValidate runs the checks of validateRoute that need no pool config, with the exact texts the memory

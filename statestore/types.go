@@ -145,17 +145,42 @@ type WorkerInfo struct {
 	Live              bool       `json:"live"`
 	LastSeenMs        int64      `json:"last_seen_ms"`
 	Ranks             []RankInfo `json:"ranks"`
+	// Health is the worker's shared forwarding health (SPEC §7.2).
+	Health WorkerHealth `json:"health"`
 }
 
-// WorkerHealth is a worker's forwarding health as all routers see it (SPEC §7.2 "Retries and health").
+// WorkerHealth is a worker's forwarding health as all routers see it (SPEC §7.2 "Retries and health"),
+// kept per worker (all its dp ranks together) in the pool's shared state.
 type WorkerHealth struct {
-	// ConsecutiveFailures counts forwards that failed in a row (5xx, timeouts, connect failures).
+	// ConsecutiveFailures counts forwards that failed in a row (5xx, timeouts, connect failures); a
+	// successful forward resets it to 0.
 	ConsecutiveFailures int64 `json:"consecutive_failures"`
-	// UnhealthyUntilMs: while now < this, the worker is skipped (filter reason "unhealthy"); 0 = healthy.
+	// UnhealthyUntilMs is the end of the current back-off window, ms (0 = not marked). While now < this,
+	// routing skips the worker (filter reason "unhealthy"); after it, the worker is half-open.
 	UnhealthyUntilMs int64 `json:"unhealthy_until_ms,omitempty"`
-	// State is "healthy", "unhealthy" or "probing" (back-off over, one request is testing it).
+	// ProbeUntilMs: a decision picked the half-open worker at ProbeUntilMs − BackoffMs (the probe); until
+	// this instant every other decision skips it ("unhealthy"), so a probe whose report never comes only
+	// blocks the worker for one back-off.
+	ProbeUntilMs int64 `json:"probe_until_ms,omitempty"`
+	// BackoffMs is the worker's current back-off, ms: unhealthy_backoff_ms when marked, doubled by each
+	// failed probe up to MaxBackoffFactor × unhealthy_backoff_ms (0 = not marked).
+	BackoffMs int64 `json:"backoff_ms,omitempty"`
+	// State is HealthHealthy, HealthUnhealthy, HealthHalfOpen or HealthProbing (see the constants).
 	State string `json:"state"`
 }
+
+// Health states (WorkerHealth.State).
+const (
+	// HealthHealthy: routed normally (also every worker while the pool's unhealthy_after is 0).
+	HealthHealthy = "healthy"
+	// HealthUnhealthy: inside its back-off window; skipped.
+	HealthUnhealthy = "unhealthy"
+	// HealthHalfOpen: back-off over; the next decision that picks it takes the probe.
+	HealthHalfOpen = "half_open"
+	// HealthProbing: one decision is probing it; skipped by the others until a report arrives or the
+	// probe times out (ProbeUntilMs).
+	HealthProbing = "probing"
+)
 
 // Overrides are per-request replacements of a pool's scoring knobs; nil fields keep the pool's value.
 type Overrides struct {

@@ -29,7 +29,7 @@ func runBenchIngestZMQ(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	st, err := openStore(ctx, *storeURL, storeOptions{fresh: true})
+	st, err := openStore(*storeURL, storeOptions{fresh: true})
 	if err != nil {
 		return err
 	}

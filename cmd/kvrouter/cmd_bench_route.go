@@ -44,7 +44,7 @@ func runBenchRoute(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	st, err := openStore(ctx, *storeURL, storeOptions{fresh: true})
+	st, err := openStore(*storeURL, storeOptions{fresh: true})
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -57,19 +56,19 @@ func runIngest(ctx context.Context, args []string) error {
 	if *blockSize < 1 {
 		return fmt.Errorf("invalid configuration: --block-size %d: must be > 0", *blockSize)
 	}
-	specs, err := parseEngineSpecs(engines, *pool, *blockSize, *queue, logger)
+	specs, err := ingest.ParseEngines(engines, *pool, *blockSize, *queue, logger)
 	if err != nil {
-		return err
+		return fmt.Errorf("invalid configuration: %v", err)
 	}
 
-	st, err := openStore(ctx, *storeURL, storeOptions{})
+	st, err := openStore(*storeURL, storeOptions{})
 	if err != nil {
 		return err
 	}
 	defer st.Close()
 	rt := core.New(st, core.Options{})
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	mgr, err := startIngest(sctx, rt, st, *pool, *blockSize, specs)
+	mgr, err := ingest.Prepare(sctx, st, *pool, *blockSize, specs)
 	cancel()
 	if err != nil {
 		return err
@@ -96,7 +95,7 @@ func runIngest(ctx context.Context, args []string) error {
 	go func() { sdone <- srv.Serve(ln) }()
 	names := make([]string, len(specs))
 	for i, s := range specs {
-		names[i] = s.cfg.WorkerID
+		names[i] = s.Config.WorkerID
 	}
 	logger.Info("listening", "addr", ln.Addr().String(), "store", st.Name(), "pool", *pool,
 		"block_size", *blockSize, "engines", strings.Join(names, ","))
@@ -122,109 +121,6 @@ func runIngest(ctx context.Context, args []string) error {
 		err = nil
 	}
 	return err
-}
-
-// engineSpec is one --engine subscription and the worker URL it registers.
-type engineSpec struct {
-	cfg ingest.SubscriberConfig
-	url string
-}
-
-// parseEngineSpecs validates --engine values (WORKER=tcp://…[,replay=…][,dp=N][,url=…]) for a pool.
-func parseEngineSpecs(engines []string, pool string, blockSize, queue int, logger *slog.Logger) ([]engineSpec, error) {
-	if len(engines) == 1 && strings.Contains(engines[0], " ") { // from KVROUTER_ENGINE
-		engines = strings.Fields(engines[0])
-	}
-	var specs []engineSpec
-	for _, e := range engines {
-		cfg, url, err := ingest.ParseEngineSpec(e)
-		if err != nil {
-			return nil, fmt.Errorf("invalid configuration: %v", err)
-		}
-		if err := statestore.CheckID("--engine worker id", cfg.WorkerID); err != nil {
-			return nil, fmt.Errorf("invalid configuration: %v", err)
-		}
-		cfg.Pool, cfg.BlockSize, cfg.QueueSize, cfg.Logger = pool, blockSize, queue, logger
-		if err := cfg.Validate(); err != nil {
-			return nil, fmt.Errorf("invalid configuration: --engine %q: %v", e, err)
-		}
-		specs = append(specs, engineSpec{cfg, url})
-	}
-	return specs, nil
-}
-
-// startIngest makes sure the pool and the engines' workers exist, and returns a Manager (not yet
-// running) with one subscriber per engine.
-func startIngest(ctx context.Context, rt *core.Router, sink ingest.Sink, pool string, blockSize int, specs []engineSpec) (*ingest.Manager, error) {
-	err := setupIngest(ctx, rt, pool, blockSize, func(yield func(id, url string, dp int) error) error {
-		for _, s := range specs {
-			if err := yield(s.cfg.WorkerID, s.url, s.cfg.DPRank); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	mgr := ingest.NewManager(sink)
-	for _, s := range specs {
-		if err := mgr.Add(s.cfg); err != nil {
-			return nil, fmt.Errorf("invalid configuration: %v", err)
-		}
-	}
-	return mgr, nil
-}
-
-// setupIngest creates the pool if missing (checking its block size otherwise) and registers every
-// engine's worker that is not registered yet (an existing registration is left as it is).
-func setupIngest(ctx context.Context, rt *core.Router, pool string, blockSize int,
-	each func(yield func(id, url string, dp int) error) error) error {
-	cfg, err := rt.Store().GetPool(ctx, pool)
-	switch {
-	case errors.Is(err, statestore.ErrUnknownPool):
-		if err := rt.PutPool(ctx, pool, statestore.DefaultPoolConfig(blockSize)); err != nil {
-			return fmt.Errorf("create pool %q: %w", pool, err)
-		}
-	case err != nil:
-		return fmt.Errorf("pool %q: %w", pool, err)
-	case cfg.BlockSize != blockSize:
-		return fmt.Errorf("invalid configuration: --block-size %d differs from pool %q's block_size %d", blockSize, pool, cfg.BlockSize)
-	}
-	ws, err := rt.Workers(ctx, pool)
-	if err != nil {
-		return fmt.Errorf("pool %q: workers: %w", pool, err)
-	}
-	have := map[string]int{}
-	for _, w := range ws {
-		have[w.WorkerID] = max(w.DPSize, 1)
-	}
-	dpSize := map[string]int{}
-	urls := map[string]string{}
-	var order []string
-	err = each(func(id, url string, dp int) error {
-		if _, seen := dpSize[id]; !seen {
-			order = append(order, id)
-		}
-		dpSize[id] = max(dpSize[id], dp+1)
-		if url != "" {
-			urls[id] = url
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	for _, id := range order {
-		if n, ok := have[id]; ok && n >= dpSize[id] {
-			continue
-		}
-		spec := statestore.WorkerSpec{WorkerID: id, URL: urls[id], DPSize: dpSize[id]}
-		if err := rt.PutWorker(ctx, pool, spec, 0); err != nil {
-			return fmt.Errorf("register worker %q: %w", id, err)
-		}
-	}
-	return nil
 }
 
 // apiHandler serves an api.API over net/http.

@@ -31,7 +31,7 @@ func runReplay(ctx context.Context, args []string) error {
 		defer f.Close()
 		in = f
 	}
-	st, err := openStore(ctx, *storeURL, storeOptions{fresh: true})
+	st, err := openStore(*storeURL, storeOptions{fresh: true})
 	if err != nil {
 		return err
 	}

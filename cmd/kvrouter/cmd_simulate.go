@@ -155,7 +155,7 @@ func (f *simFlags) synthetic() traces.SyntheticOptions {
 // storeFactory returns Config.NewStore for --store.
 func (f *simFlags) storeFactory(ctx context.Context) func() (statestore.Store, error) {
 	url := *f.storeURL
-	return func() (statestore.Store, error) { return openStore(ctx, url, storeOptions{fresh: true}) }
+	return func() (statestore.Store, error) { return openStore(url, storeOptions{fresh: true}) }
 }
 
 func runSimulate(ctx context.Context, args []string) error {

@@ -1,9 +1,10 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
+	"os"
+	"time"
 
 	"github.com/kvrouter/kvrouter/statestore"
 )
@@ -17,14 +18,20 @@ type storeOptions struct {
 	fresh bool
 }
 
-// openStore opens the store named by url.
-func openStore(ctx context.Context, url string, opts storeOptions) (statestore.Store, error) {
-	if url == "" || url == "memory" {
-		return statestore.NewMemory(), nil
+// openStore opens the store named by a --store url. KVROUTER_REDIS_TIMEOUT (a Go duration) overrides
+// the Redis command timeout (15 s): large ingest calls on a loaded box can take longer.
+func openStore(url string, opts storeOptions) (statestore.Store, error) {
+	o := statestore.OpenOptions{Fresh: opts.fresh}
+	if v := os.Getenv("KVROUTER_REDIS_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("KVROUTER_REDIS_TIMEOUT %q: want a positive Go duration", v)
+		}
+		o.RedisTimeout = d
 	}
-	return openRedisStore(ctx, url, opts)
-}
-
-var openRedisStore = func(ctx context.Context, url string, opts storeOptions) (statestore.Store, error) {
-	return nil, fmt.Errorf("--store %q: the Redis store is not built into this binary", url)
+	st, err := statestore.Open(url, o)
+	if err != nil {
+		return nil, fmt.Errorf("--store: %w", err)
+	}
+	return st, nil
 }

@@ -191,12 +191,12 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, chat bool) {
 	if chat {
 		a.object = "chat.completion.chunk"
 	}
-	s.stream(ctx, w, &a, req.StreamOptions != nil && req.StreamOptions.IncludeUsage, faults.FailMidStreamAfter)
+	s.stream(ctx, w, &a, req.StreamOptions != nil && req.StreamOptions.IncludeUsage, s.midStreamCut())
 }
 
 // stream sends the answer as SSE, one chunk per output token as the engine samples it (paced by
 // Config.ITLMs), then the usage chunk if asked and "data: [DONE]". cutAfter > 0 cuts the connection
-// after that many token chunks (Faults.FailMidStreamAfter).
+// after that many token chunks (the mid-stream faults).
 func (s *Server) stream(ctx context.Context, w http.ResponseWriter, a *answer, includeUsage bool, cutAfter int) {
 	if err := s.await(ctx, a.q, 1); err != nil {
 		if ctx.Err() == nil {

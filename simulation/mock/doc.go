@@ -61,7 +61,7 @@
 // Faults (flags of `kvrouter mock`, or POST /admin/faults) drop event messages (they keep their
 // sequence number and stay replayable, so subscribers see a gap), publish messages twice, delay
 // them, answer completions with an HTTP error, slow responses down, or cut streams in the middle
-// (fail_mid_stream_after N: after N token chunks the TCP connection closes without the chunked
-// body's terminator, no SSE error event — what clients of a crashed vLLM see; the engine drops the
-// request).
+// (fail_mid_stream_next M: the next M streams, fail_mid_stream_after N: every stream, after N token
+// chunks, default 1; the TCP connection closes without the chunked body's terminator and no SSE
+// error event is sent — what clients of a crashed vLLM see; the engine drops the request).
 package mock

@@ -73,11 +73,13 @@ type Faults struct {
 	ErrorStatus int `json:"error_status"`
 	// SlowMs delays every completion response by this long before any work.
 	SlowMs float64 `json:"slow_ms"`
-	// FailMidStreamAfter cuts every streamed completion after this many token chunks (after all of them
-	// when the answer is shorter, before the usage chunk and "data: [DONE]"); 0 = off. The cut is what a
-	// crashed vLLM does to its clients: the TCP connection closes in the middle of the chunked body, with
-	// no SSE error event and no terminating chunk (clients read an unexpected EOF). The engine drops the
-	// request. Non-streamed completions are not affected.
+	// FailMidStreamNext cuts the next N streamed completions, and FailMidStreamAfter > 0 every streamed
+	// completion while it is set. The cut comes after FailMidStreamAfter token chunks (1 when it is 0;
+	// after all of them when the answer is shorter, before the usage chunk and "data: [DONE]"). It is
+	// what a crashed vLLM does to its clients: the TCP connection closes in the middle of the chunked
+	// body, with no SSE error event and no terminating chunk (clients read an unexpected EOF). The engine
+	// drops the request. Non-streamed completions are not affected.
+	FailMidStreamNext  int `json:"fail_mid_stream_next"`
 	FailMidStreamAfter int `json:"fail_mid_stream_after"`
 }
 
@@ -86,7 +88,7 @@ func (f Faults) check() error {
 	switch {
 	case f.DropProb < 0 || f.DropProb > 1 || f.ErrorProb < 0 || f.ErrorProb > 1:
 		return errors.New("drop_prob and error_prob must be in [0, 1]")
-	case f.DropEvents < 0 || f.DuplicateEvents < 0 || f.ErrorNext < 0 || f.FailMidStreamAfter < 0:
+	case f.DropEvents < 0 || f.DuplicateEvents < 0 || f.ErrorNext < 0 || f.FailMidStreamNext < 0 || f.FailMidStreamAfter < 0:
 		return errors.New("counts must be >= 0")
 	case f.DelayEventsMs < 0 || f.SlowMs < 0:
 		return errors.New("delays must be >= 0")
@@ -713,6 +715,21 @@ func (e *Engine) injectError() (int, bool) {
 		return status, true
 	}
 	return 0, false
+}
+
+// midStreamCut reports after how many token chunks this stream is to be cut (0: not cut), consuming
+// one FailMidStreamNext.
+func (e *Engine) midStreamCut() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	f := &e.faults
+	switch {
+	case f.FailMidStreamNext > 0:
+		f.FailMidStreamNext--
+	case f.FailMidStreamAfter == 0:
+		return 0
+	}
+	return max(f.FailMidStreamAfter, 1)
 }
 
 // BlocksDump is the answer of /debug/blocks.

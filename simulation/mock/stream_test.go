@@ -154,4 +154,20 @@ func TestFailMidStreamCutsConnection(t *testing.T) {
 	if len(out.Choices) != 1 || len(strings.Fields(out.Choices[0].Text)) != 5 {
 		t.Fatalf("non-streamed answer %+v", out)
 	}
+
+	// fail_mid_stream_next: only the next stream, after its first chunk; the one after is whole.
+	postJSON(t, s.URL()+"/admin/faults", Faults{FailMidStreamNext: 1}, nil)
+	for round, wantChunks := range []int{1, 3} {
+		ch, _ := openStream(t, s.URL()+"/v1/completions", map[string]any{"prompt": "a b c", "max_tokens": 3, "stream": true})
+		for i := 0; i < wantChunks; i++ {
+			decodeChunk(t, next(t, ch))
+		}
+		ev := next(t, ch)
+		if cut := errors.Is(ev.err, io.ErrUnexpectedEOF); cut != (round == 0) || (!cut && ev.data != "[DONE]") {
+			t.Fatalf("round %d after %d chunks: %+v", round, wantChunks, ev)
+		}
+	}
+	if f := s.Faults(); f.FailMidStreamNext != 0 {
+		t.Fatalf("fail_mid_stream_next not consumed: %+v", f)
+	}
 }

@@ -1,0 +1,178 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/kvrouter/kvrouter/core"
+	"github.com/kvrouter/kvrouter/gateway"
+	"github.com/kvrouter/kvrouter/ingest"
+	"github.com/kvrouter/kvrouter/server/api"
+	"github.com/kvrouter/kvrouter/statestore"
+	"github.com/kvrouter/kvrouter/tokenizer"
+)
+
+// engineQueueSize is the QueueSize (decoded messages) of each in-process --engine subscriber.
+const engineQueueSize = 64
+
+// tracingShutdownTimeout bounds flushing the last spans on exit.
+const tracingShutdownTimeout = 5 * time.Second
+
+// Run is `kvrouter serve`'s whole lifecycle: it validates cfg, opens the store, declares the pools,
+// subscribes to cfg.Engines in-process, sets up metrics and tracing, listens on cfg.Addr and serves
+// until ctx ends; then it drains in-flight requests (ShutdownTimeout), stops the subscribers, flushes
+// traces and closes the store. It returns nil after a clean shutdown. Configuration errors start with
+// "invalid configuration".
+func Run(ctx context.Context, cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("invalid configuration: %v", err)
+	}
+	logger := cfg.logger()
+	var tok api.Tokenizer
+	if cfg.Tokenizer != "" {
+		t, err := tokenizer.Load(cfg.Tokenizer)
+		if err != nil {
+			return fmt.Errorf("invalid configuration: tokenizer: %v", err)
+		}
+		tok = t
+	}
+	pools, _ := cfg.PoolConfigs() // validated above
+
+	st, err := statestore.Open(cfg.Store, statestore.OpenOptions{RedisTimeout: cfg.RedisTimeout})
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	defer st.Close()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := api.NewMetrics(reg)
+	st = api.InstrumentStore(st, metrics)
+	rt := core.New(st, core.Options{})
+	reg.MustRegister(api.NewWorkerCollector(rt, cfg.StoreTimeout))
+
+	sctx, cancel := context.WithTimeout(ctx, 2*cfg.StoreTimeout)
+	err = declarePools(sctx, rt, pools)
+	cancel()
+	if err != nil {
+		return err
+	}
+	if len(cfg.Engines) > 0 {
+		stop, err := runEngines(ctx, cfg, rt, reg, logger)
+		if err != nil {
+			return err
+		}
+		defer stop() // after the HTTP server drained
+	}
+
+	tp, shutdownTracing, err := Tracing(ctx, cfg.OTLPEndpoint, "kvrouter")
+	if err != nil {
+		return fmt.Errorf("invalid configuration: %v", err)
+	}
+	defer func() {
+		c, cancel := context.WithTimeout(context.Background(), tracingShutdownTimeout)
+		defer cancel()
+		_ = shutdownTracing(c)
+	}()
+	a := api.New(rt, api.Options{Tokenizer: tok, Metrics: metrics, Tracer: tp.Tracer("github.com/kvrouter/kvrouter/server"),
+		Logger: logger, MaxEvents: cfg.MaxEvents, Timeout: cfg.StoreTimeout})
+	gopts := cfg.GatewayOptions()
+	gopts.Metrics, gopts.Logger = gateway.NewMetrics(reg), logger
+	gw, err := gateway.New(rt, gopts)
+	if err != nil {
+		return fmt.Errorf("invalid configuration: %v", err)
+	}
+	opts := cfg.ServerOptions()
+	opts.Gatherer, opts.Logger, opts.Gateway = reg, logger, gw
+	srv, err := New(a, opts)
+	if err != nil {
+		return fmt.Errorf("invalid configuration: %v", err)
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", cfg.Addr, err)
+	}
+	names := make([]string, len(pools))
+	for i, p := range pools {
+		names[i] = p.Name
+	}
+	// Tests and the integration harness read the port from this line ("listening addr=…").
+	logger.Info("listening", "addr", ln.Addr().String(), "store", st.Name(), "pools", strings.Join(names, ","),
+		"tracing", cfg.OTLPEndpoint != "", "tokenizer", cfg.Tokenizer)
+	if cfg.OnListening != nil {
+		cfg.OnListening(ln.Addr())
+	}
+	err = srv.Serve(ctx, ln)
+	logger.Info("stopped", "err", err)
+	return err
+}
+
+// logger builds the configured logger on LogOutput (default stderr).
+func (c Config) logger() *slog.Logger {
+	level, _ := ParseLogLevel(c.LogLevel)
+	hopts := &slog.HandlerOptions{Level: level}
+	var w io.Writer = os.Stderr
+	if c.LogOutput != nil {
+		w = c.LogOutput
+	}
+	if c.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, hopts))
+	}
+	return slog.New(slog.NewTextHandler(w, hopts))
+}
+
+// declarePools creates the configured pools (the implicit default pool only if missing).
+func declarePools(ctx context.Context, rt *core.Router, pools []PoolSetup) error {
+	for _, p := range pools {
+		if p.IfMissing {
+			_, err := rt.Store().GetPool(ctx, p.Name)
+			if err == nil {
+				continue
+			}
+			if !errors.Is(err, statestore.ErrUnknownPool) {
+				return fmt.Errorf("pool %q: %w", p.Name, err)
+			}
+		}
+		if err := rt.PutPool(ctx, p.Name, p.Config); err != nil {
+			return fmt.Errorf("pool %q: %w", p.Name, err)
+		}
+	}
+	return nil
+}
+
+// runEngines subscribes to cfg.Engines in-process, into cfg.EnginePool, and returns the function that
+// stops the subscribers and waits for them.
+func runEngines(ctx context.Context, cfg Config, rt *core.Router, reg *prometheus.Registry, logger *slog.Logger) (stop func(), err error) {
+	sctx, cancel := context.WithTimeout(ctx, 2*cfg.StoreTimeout)
+	defer cancel()
+	pool := cfg.enginePool()
+	pc, err := rt.PoolConfig(sctx, pool)
+	if err != nil {
+		return nil, fmt.Errorf("engine: pool %q: %w", pool, err)
+	}
+	engines, err := ingest.ParseEngines(cfg.Engines, pool, pc.BlockSize, engineQueueSize, logger)
+	if err != nil {
+		return nil, fmt.Errorf("invalid configuration: %v", err)
+	}
+	mgr, err := ingest.Prepare(sctx, rt.Store(), pool, pc.BlockSize, engines)
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	reg.MustRegister(ingest.NewCollector(mgr))
+	mctx, stopMgr := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = mgr.Run(mctx)
+	}()
+	return func() { stopMgr(); <-done }, nil
+}
