@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -14,7 +15,10 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/kvrouter/kvrouter/core"
 	"github.com/kvrouter/kvrouter/gateway"
+	"github.com/kvrouter/kvrouter/simulation/mock"
+	"github.com/kvrouter/kvrouter/statestore"
 )
 
 // serverFunc adapts a function to Server.
@@ -106,5 +110,66 @@ func TestPipeSinkContract(t *testing.T) {
 	s.r.Close() // the runtime stopped reading
 	if err := s.Write([]byte("x")); err == nil {
 		t.Fatal("write after the reader closed succeeded: the core would not learn that nobody reads")
+	}
+}
+
+// TestGatewayFunctionOverMockEngine runs the gateway function as deployed (SetupGateway's proxy core, the
+// streamed handler) on a REST proxy event for a streamed chat completion, against a real mock engine: the
+// body that the runtime would stream is the engine's SSE stream, whole and in order, after a prelude with
+// the gateway's headers.
+func TestGatewayFunctionOverMockEngine(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	eng, err := mock.Start(ctx, mock.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	c, err := ConfigFromEnv(func(k string) string {
+		return map[string]string{"KVROUTER_POOL": "p", "KVROUTER_PROXY_RETRIES": "0"}[k]
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, st, err := SetupGateway(ctx, c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	rt := core.New(st, core.Options{}) // the same store: what an operator's PUT /v1/pools and /v1/workers do
+	cfg := statestore.DefaultPoolConfig(16)
+	cfg.Models = []string{"mock-model"}
+	if err := rt.PutPool(ctx, "p", cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.PutWorker(ctx, "p", statestore.WorkerSpec{WorkerID: "w1", URL: eng.URL()}, 0); err != nil {
+		t.Fatal(err)
+	}
+
+	ev := strings.Replace(restEvent, `"body":"{\"model\":\"m\",\"stream\":true}"`,
+		`"body":"{\"model\":\"mock-model\",\"stream\":true,\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":\"hi there\"}]}"`, 1)
+	r, err := NewGatewayHandler(gw, 0, nil).Handle(ctx, json.RawMessage(ev))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := r.(*events.APIGatewayProxyStreamingResponse); !ok {
+		t.Fatalf("a REST proxy event answered with %T", r)
+	}
+	p, body, rerr := splitPrelude(t, r)
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	hd, _ := p["headers"].(map[string]any)
+	if p["statusCode"] != 200.0 || !strings.HasPrefix(fmt.Sprint(hd["Content-Type"]), "text/event-stream") || hd["X-Kvrouter-Worker"] != "w1" {
+		t.Fatalf("prelude %v", p)
+	}
+	var chunks int
+	for _, line := range strings.Split(body, "\n") {
+		if strings.HasPrefix(line, "data: {") {
+			chunks++
+		}
+	}
+	if chunks != 5 || !strings.HasSuffix(body, "data: [DONE]\n\n") {
+		t.Fatalf("streamed body with %d token chunks, want 5 then [DONE]:\n%s", chunks, body)
 	}
 }
