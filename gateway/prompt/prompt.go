@@ -3,7 +3,18 @@
 // pool's tokenizer.json, token-array prompts as given, chat messages rendered with the pool's Jinja chat
 // template the way Hugging Face transformers and vLLM do, then tokenized without a second BOS; or the
 // engine's own POST /tokenize (cached by prompt digest); or nothing (load-only routing).
+//
+// Use: one Resolver per process (NewResolver(Options{})), then per request
+//
+//	res, err := resolver.Tokens(ctx, prompt.Request{Pool: name, Config: poolConfig, Kind: prompt.Chat,
+//		Body: body, EngineURL: workerURL})
+//
+// res.Known false means route by load only. Errors: ErrBadRequest (answer 400), ErrTemplate and
+// ErrEngine (route by load only), anything else is the pool's tokenizer or template file. The rules
+// (BOS, message normalisation, caches) are in docs/API.md "Gateway: tokens for routing".
 package prompt
+
+import "errors"
 
 // Kind is the OpenAI endpoint a body belongs to.
 type Kind uint8
@@ -32,3 +43,11 @@ type Result struct {
 	Known  bool
 	Source Source
 }
+
+// ErrBadRequest marks errors in the request body: not JSON, fields of the wrong type, a
+// conversation its chat template refuses (raise_exception). The gateway answers 400.
+var ErrBadRequest = errors.New("prompt: bad request")
+
+// ErrTemplate marks a chat template that failed to render for a reason other than the request
+// (a construct the Go Jinja engine lacks, a template bug). The gateway may route by load only.
+var ErrTemplate = errors.New("prompt: chat template failed")
