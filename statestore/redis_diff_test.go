@@ -386,12 +386,14 @@ func runDiff(t *testing.T, d *differ, g *gen, steps int) {
 				}
 				mw.ranks = mw.ranks[:max(spec.DPSize, 1)] // dp_size shrank: the extra ranks are gone
 				g.compareWorkers(d, pool)
+				g.comparePools(d) // the pool's worker count
 			}
 		case x < 10:
 			w := g.pick(g.workers)
 			if _, err := d.check("remove_worker "+w, func(s statestore.Store) (any, error) { return nil, s.RemoveWorker(ctx, pool, w, g.now) }); err == nil {
 				delete(g.reg[pool], w)
 				g.compareWorkers(d, pool)
+				g.comparePools(d)
 			}
 		case x < 40:
 			w := g.pick(g.workers)
@@ -515,6 +517,7 @@ func runDiff(t *testing.T, d *differ, g *gen, steps int) {
 			d.check("workers", func(s statestore.Store) (any, error) { return s.Workers(ctx, pool, g.now) })
 		default:
 			g.now += int64(g.f(0, 1, 100, 700, 1500, 4000, 20000))
+			g.compareWorkers(d, pool) // liveness and lease expiry move with the clock
 		}
 	}
 	d.check("pools", func(s statestore.Store) (any, error) { return s.Pools(ctx) })
@@ -537,7 +540,12 @@ func (g *gen) putPool(d *differ, pool string, cfg statestore.PoolConfig) {
 		}
 	}
 	d.check("get_pool "+pool, func(s statestore.Store) (any, error) { return s.GetPool(ctx, pool) })
-	d.check("pools", func(s statestore.Store) (any, error) { return s.Pools(ctx) })
+	g.comparePools(d)
+}
+
+// comparePools compares the pool listing (configs and worker counts).
+func (g *gen) comparePools(d *differ) {
+	d.check("pools", func(s statestore.Store) (any, error) { return s.Pools(context.Background()) })
 }
 
 // compareWorkers compares the pool's workers listing (loads, ranks, fences, health) after a step that
