@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/kvrouter/kvrouter/core"
 	"github.com/kvrouter/kvrouter/gateway"
+	"github.com/kvrouter/kvrouter/internal/testnet"
 	"github.com/kvrouter/kvrouter/statestore"
 )
 
@@ -347,24 +347,13 @@ func (f *fixture) release(id string) {
 	}
 }
 
-// deadURL is a loopback address nothing listens on.
-func deadURL(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return "http://" + addr
-}
-
 func TestRetryAfterConnectRefused(t *testing.T) {
 	f := newFixture(t, 0, gateway.Options{})
 	live, _ := f.engine(func(rw http.ResponseWriter, r *http.Request) {
 		rw.Header().Set("Content-Type", "application/json")
 		io.WriteString(rw, `{"ok":true}`)
 	})
-	dead := f.addWorker(deadURL(t))
+	dead := f.addWorker(testnet.RefusedURL(t))
 	busy := f.occupy(live) // the dead worker is now the best choice
 	s := newSink()
 	f.gw.Serve(context.Background(), post("/v1/completions", `{"model":"m","prompt":"x"}`), s)
@@ -413,8 +402,8 @@ func TestRetryAfter503And429ThenPassThrough(t *testing.T) {
 
 func TestEveryWorkerDeadIs502(t *testing.T) {
 	f := newFixture(t, 0, gateway.Options{})
-	f.addWorker(deadURL(t))
-	f.addWorker(deadURL(t))
+	f.addWorker(testnet.RefusedURL(t))
+	f.addWorker(testnet.RefusedURL(t))
 	s := newSink()
 	f.gw.Serve(context.Background(), post("/v1/completions", `{"model":"m","prompt":"x"}`), s)
 	if s.status != 502 {

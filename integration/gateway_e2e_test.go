@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
+	"github.com/kvrouter/kvrouter/internal/testnet"
 	"github.com/kvrouter/kvrouter/internal/testredis"
 	"github.com/kvrouter/kvrouter/statestore"
 )
@@ -140,17 +140,6 @@ func releaseReq(t *testing.T, base, id string) {
 	if err := httpJSON("POST", base+"/v1/requests/"+id+"/done", nil, nil); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// deadWorkerURL is a loopback URL nothing listens on (connections are refused).
-func deadWorkerURL(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return "http://" + addr
 }
 
 func TestGatewayEmbedded(t *testing.T) {
@@ -338,7 +327,7 @@ func clientDisconnect(t *testing.T, g, admin string) {
 // refusedEngineRetried: a registered worker whose URL refuses connections is the best choice (the live
 // engines are busy); the gateway retries on the next-best worker and the client sees success.
 func refusedEngineRetried(t *testing.T, g, admin string) {
-	if err := httpJSON("PUT", admin+"/v1/workers/dead", map[string]any{"url": deadWorkerURL(t), "kv_events": false}, nil); err != nil {
+	if err := httpJSON("PUT", admin+"/v1/workers/dead", map[string]any{"url": testnet.RefusedURL(t), "kv_events": false}, nil); err != nil {
 		t.Fatal(err)
 	}
 	var busy []string
@@ -466,4 +455,3 @@ func unhealthySkipped(t *testing.T, a, b string, engines []mockEngine) {
 		t.Fatal("explain through B lists no candidate dead")
 	}
 }
-
