@@ -46,16 +46,8 @@ func ParseEngines(values []string, pool string, blockSize, queue int, logger *sl
 // worker that is not registered yet with enough dp ranks (an existing registration is left as it is),
 // and returns a Manager, not yet running, with one subscriber per engine feeding st.
 func Prepare(ctx context.Context, st statestore.Store, pool string, blockSize int, engines []Engine) (*Manager, error) {
-	cfg, err := st.GetPool(ctx, pool)
-	switch {
-	case errors.Is(err, statestore.ErrUnknownPool):
-		if err := st.PutPool(ctx, pool, statestore.DefaultPoolConfig(blockSize)); err != nil {
-			return nil, fmt.Errorf("create pool %q: %w", pool, err)
-		}
-	case err != nil:
-		return nil, fmt.Errorf("pool %q: %w", pool, err)
-	case cfg.BlockSize != blockSize:
-		return nil, fmt.Errorf("%w: block size %d differs from pool %q's block_size %d", statestore.ErrInvalid, blockSize, pool, cfg.BlockSize)
+	if err := EnsurePool(ctx, st, pool, blockSize); err != nil {
+		return nil, err
 	}
 	now := time.Now().UnixMilli()
 	ws, err := st.Workers(ctx, pool, now)
@@ -94,4 +86,21 @@ func Prepare(ctx context.Context, st statestore.Store, pool string, blockSize in
 		}
 	}
 	return mgr, nil
+}
+
+// EnsurePool creates pool with the default knobs and blockSize-token blocks if it is missing; an
+// existing pool must have that block size (ErrInvalid otherwise).
+func EnsurePool(ctx context.Context, st statestore.Store, pool string, blockSize int) error {
+	cfg, err := st.GetPool(ctx, pool)
+	switch {
+	case errors.Is(err, statestore.ErrUnknownPool):
+		if err := st.PutPool(ctx, pool, statestore.DefaultPoolConfig(blockSize)); err != nil {
+			return fmt.Errorf("create pool %q: %w", pool, err)
+		}
+	case err != nil:
+		return fmt.Errorf("pool %q: %w", pool, err)
+	case cfg.BlockSize != blockSize:
+		return fmt.Errorf("%w: block size %d differs from pool %q's block_size %d", statestore.ErrInvalid, blockSize, pool, cfg.BlockSize)
+	}
+	return nil
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/redis/rueidis"
+
 	"github.com/kvrouter/kvrouter/statestore"
 )
 
@@ -305,5 +307,102 @@ func TestRedisHealthSharedAcrossRouters(t *testing.T) {
 	}
 	if d, err := a.Route(ctx, statestore.RouteRequest{Pool: "p", RequestID: "a1", NowMs: 10104}); err != nil || d.WorkerID != "w1" {
 		t.Fatalf("router A during B's probe: %+v, %v", d, err)
+	}
+}
+
+// TestRedisPoolWrittenBeforeHealthKnobs: a pool config written by a version without the health knobs
+// (a shorter packed cfg "bin", no ua/ubo fields) still routes, with health tracking off, until its config
+// is written again.
+func TestRedisPoolWrittenBeforeHealthKnobs(t *testing.T) {
+	srv := sharedRedis(t)
+	st := newRedisStorePrefix(t, "old:", srv.Addr())
+	ctx := context.Background()
+	if err := st.PutPool(ctx, "p", statestore.DefaultPoolConfig(4)); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutWorker(ctx, "p", statestore.WorkerSpec{WorkerID: "w0"}, 0); err != nil {
+		t.Fatal(err)
+	}
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cfgKey := statestore.PoolKeys("old:", "p")[0]
+	bin, err := c.Do(ctx, c.B().Hget().Key(cfgKey).Field("bin").Build()).ToString()
+	if err != nil || len(bin) != 19*8 {
+		t.Fatalf("bin: %d bytes, %v", len(bin), err)
+	}
+	if err := c.Do(ctx, c.B().Hset().Key(cfgKey).FieldValue().FieldValue("bin", bin[:17*8]).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Do(ctx, c.B().Hdel().Key(cfgKey).Field("ua", "ubo").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	for i := int64(1); i <= 4; i++ {
+		h, err := st.ReportForward(ctx, "p", "w0", false, i)
+		if err != nil || h.State != statestore.HealthHealthy || h.ConsecutiveFailures != i {
+			t.Fatalf("report %d on an old pool: %+v, %v", i, h, err)
+		}
+	}
+	if d, err := st.Route(ctx, statestore.RouteRequest{Pool: "p", RequestID: "r", NowMs: 5}); err != nil || d.WorkerID != "w0" {
+		t.Fatalf("route on an old pool: %+v, %v", d, err)
+	}
+	if cfg, err := st.GetPool(ctx, "p"); err != nil || cfg.UnhealthyAfter != 0 {
+		t.Fatalf("old pool config: %+v, %v", cfg, err)
+	}
+}
+
+// TestProbeTakenOnceConcurrently: when a worker turns half-open, concurrent decisions from many routers
+// (on Redis: each its own client) send exactly one request to it — the probe; the others go elsewhere.
+func TestProbeTakenOnceConcurrently(t *testing.T) {
+	srv := sharedRedis(t)
+	const routers = 24
+	for _, name := range []string{"memory", "redis"} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			stores := make([]statestore.Store, routers)
+			if name == "memory" {
+				m := statestore.NewMemory()
+				for i := range stores {
+					stores[i] = m
+				}
+			} else {
+				for i := range stores {
+					stores[i] = newRedisStorePrefix(t, "probe:", srv.Addr())
+				}
+			}
+			cfg := statestore.DefaultPoolConfig(4)
+			cfg.UnhealthyAfter, cfg.UnhealthyBackoffMs = 1, 1000
+			if err := stores[0].PutPool(ctx, "p", cfg); err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range []string{"w0", "w1"} {
+				if err := stores[0].PutWorker(ctx, "p", statestore.WorkerSpec{WorkerID: w}, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := stores[0].ReportForward(ctx, "p", "w0", false, 0); err != nil {
+				t.Fatal(err)
+			}
+			got := make(chan string, routers)
+			for i := 0; i < routers; i++ {
+				go func(i int) {
+					d, err := stores[i].Route(ctx, statestore.RouteRequest{Pool: "p", RequestID: fmt.Sprintf("c%d", i), NowMs: 1000})
+					if err != nil {
+						got <- err.Error()
+						return
+					}
+					got <- d.WorkerID
+				}(i)
+			}
+			count := map[string]int{}
+			for i := 0; i < routers; i++ {
+				count[<-got]++
+			}
+			if count["w0"] != 1 || count["w1"] != routers-1 {
+				t.Fatalf("decisions per worker %v, want exactly 1 probe to w0 and %d to w1", count, routers-1)
+			}
+		})
 	}
 }

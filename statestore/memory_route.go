@@ -303,5 +303,6 @@ func (m *Memory) Explain(_ context.Context, req RouteRequest) (Explanation, erro
 		d := e.decision(&req)
 		out.Decision = &d
 	}
+	ExplainCosts(&out, e.cfg, &req)
 	return out, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/kvrouter/kvrouter/blockhash"
@@ -17,7 +18,13 @@ type differ struct {
 	a, b statestore.Store
 	step int
 	log  []string
+	seen map[string]int // outcomes holding each of diffMarkers (coverage of the rarer paths)
 }
+
+// diffMarkers are outcome fragments a long run must produce at least once: the health and exclusion
+// paths are only compared if the generator reaches them.
+var diffMarkers = []string{`"state":"unhealthy"`, `"filtered":"unhealthy"`, `"filtered":"excluded"`, ` unhealthy`,
+	`"state":"half_open"`, `"state":"probing"`}
 
 func outcome(v any, err error) string {
 	j, _ := json.Marshal(v)
@@ -32,6 +39,14 @@ func (d *differ) check(what string, fa func(statestore.Store) (any, error)) {
 	va, ea := fa(d.a)
 	vb, eb := fa(d.b)
 	oa, ob := outcome(va, ea), outcome(vb, eb)
+	if d.seen == nil {
+		d.seen = map[string]int{}
+	}
+	for _, m := range diffMarkers {
+		if strings.Contains(oa, m) {
+			d.seen[m]++
+		}
+	}
 	if len(d.log) > 40 {
 		d.log = d.log[1:]
 	}
@@ -108,6 +123,8 @@ func (g *gen) poolConfig() statestore.PoolConfig {
 	c.LeaseTTLMs = int64(g.f(300000, 5000, 1500))
 	c.WorkerTTLMs = int64(g.f(0, 0, 0, 8000))
 	c.MaxPromptTokens = int64(g.f(1048576, 1048576, 300))
+	c.UnhealthyAfter = int64(g.f(3, 1, 2, 0))
+	c.UnhealthyBackoffMs = int64(g.f(10000, 700, 3000))
 	if g.r.IntN(30) == 0 {
 		c.BlockSize = 8 // conflicts once workers exist
 	}
@@ -236,7 +253,7 @@ func runDiff(t *testing.T, d *differ, g *gen, steps int) {
 				b.Events = append(b.Events, g.event(w))
 			}
 			d.check("apply "+w, func(s statestore.Store) (any, error) { return s.ApplyEvents(ctx, b) })
-		case x < 75:
+		case x < 72:
 			local := g.prompt()
 			req := statestore.RouteRequest{Pool: pool, SeqHashes: g.seqFor(local), NowMs: g.now, Random: g.r.Float64()}
 			req.ISL = int64(len(local)*g.bs + g.r.IntN(g.bs))
@@ -248,6 +265,12 @@ func runDiff(t *testing.T, d *differ, g *gen, steps int) {
 			}
 			if g.r.IntN(10) == 0 {
 				req.AllowedWorkers = []string{g.pick(g.workers), g.pick(g.workers)}
+			}
+			if g.r.IntN(6) == 0 {
+				req.ExcludedWorkers = []string{g.pick(g.workers)}
+				if g.r.IntN(3) == 0 {
+					req.ExcludedWorkers = append(req.ExcludedWorkers, g.pick(g.workers), "ghost")
+				}
 			}
 			if g.r.IntN(4) == 0 {
 				v := g.f(0, 0.3, 2, 1.1)
@@ -280,6 +303,17 @@ func runDiff(t *testing.T, d *differ, g *gen, steps int) {
 				g.reqs = append(g.reqs, req.RequestID)
 				d.check("route", func(s statestore.Store) (any, error) { return s.Route(ctx, req) })
 			}
+		case x < 75:
+			// Forward outcomes: mostly failures, so workers cross unhealthy_after, go half-open, get probed
+			// (by the routes above) and fail or heal; sometimes an unknown worker.
+			w := g.pick(g.workers)
+			if g.r.IntN(20) == 0 {
+				w = "ghost"
+			}
+			ok := g.r.IntN(3) == 0
+			d.check(fmt.Sprintf("report_forward %s ok=%v", w, ok), func(s statestore.Store) (any, error) {
+				return s.ReportForward(ctx, pool, w, ok, g.now)
+			})
 		case x < 82:
 			seq := g.seqFor(g.prompt())
 			d.check("overlap", func(s statestore.Store) (any, error) { return s.Overlap(ctx, pool, seq, g.now) })
@@ -317,6 +351,12 @@ func TestRedisDifferential(t *testing.T) {
 		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
 			d := &differ{t: t, a: statestore.NewMemory(), b: newRedisStore(t, srv.Addr())}
 			runDiff(t, d, newGen(seed), steps)
+			t.Logf("health coverage: %v", d.seen)
+			for _, m := range diffMarkers {
+				if !testing.Short() && d.seen[m] == 0 {
+					t.Errorf("no outcome held %s: the generator no longer reaches that path", m)
+				}
+			}
 		})
 	}
 }

@@ -147,6 +147,13 @@ func (r *Redis) Explain(ctx context.Context, req RouteRequest) (Explanation, err
 		}
 		out.Decision = &d
 	}
+	// The knobs of the cost terms: a second read, not atomic with the script's; an explanation is a
+	// diagnostic and a knob change between the two calls is visible as terms that do not add up.
+	cfg, err := r.GetPool(ctx, req.Pool)
+	if err != nil {
+		return Explanation{}, err
+	}
+	ExplainCosts(&out, req.Overrides.Apply(cfg), &req)
 	return out, nil
 }
 

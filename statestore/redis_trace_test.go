@@ -1,28 +1,23 @@
 package statestore_test
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
 	"testing"
 
 	"github.com/kvrouter/kvrouter/blockhash"
+	"github.com/kvrouter/kvrouter/simulation/traces"
 	"github.com/kvrouter/kvrouter/statestore"
 )
-
-const mooncakeTrace = "../../shared/traces/mooncake_conversation_trace.jsonl"
 
 // TestRedisMooncakeStream: a stream built from the Mooncake conversation trace — routes (with
 // predict-on-route and sessions), Stored events for each chosen worker, evictions, done — identical on
 // memory and Redis.
 func TestRedisMooncakeStream(t *testing.T) {
-	f, err := os.Open(mooncakeTrace)
+	trace, err := traces.LoadMooncakeFile(traces.MooncakeConversation)
 	if err != nil {
-		t.Skipf("trace not available: %v", err)
+		t.Fatal(err)
 	}
-	defer f.Close()
 	srv := sharedRedis(t)
 	d := &differ{t: t, a: statestore.NewMemory(), b: newRedisStore(t, srv.Addr())}
 	ctx := context.Background()
@@ -40,33 +35,22 @@ func TestRedisMooncakeStream(t *testing.T) {
 	if testing.Short() {
 		limit = 400
 	}
-	type rec struct {
-		Timestamp   int64    `json:"timestamp"`
-		InputLength int64    `json:"input_length"`
-		HashIDs     []uint64 `json:"hash_ids"`
-	}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	eventID := map[string]uint64{}
 	stored := map[string][][]uint64{} // worker → engine-hash chains, oldest first
 	var pending []string
 	n := 0
-	for sc.Scan() && n < limit {
-		var r rec
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatal(err)
-		}
+	for _, r := range trace[:limit] {
 		d.step = n
 		local := make([]uint64, 0, len(r.HashIDs))
 		for _, h := range r.HashIDs {
 			local = append(local, h+1)
 		}
-		if full := int(r.InputLength / 512); full < len(local) {
+		if full := r.InputTokens / 512; full < len(local) {
 			local = local[:full]
 		}
 		seq := blockhash.Sequence(nil, local)
-		req := statestore.RouteRequest{Pool: "mc", RequestID: fmt.Sprintf("m%d", n), SeqHashes: seq, ISL: r.InputLength,
-			NowMs: r.Timestamp, Random: float64(n%97) / 97, SessionID: fmt.Sprintf("s%d", r.HashIDs[0]%7)}
+		req := statestore.RouteRequest{Pool: "mc", RequestID: fmt.Sprintf("m%d", n), SeqHashes: seq, ISL: int64(r.InputTokens),
+			NowMs: r.ArrivalMs, Random: float64(n%97) / 97, SessionID: fmt.Sprintf("s%d", r.HashIDs[0]%7)}
 		var chosen string
 		d.check("route", func(s statestore.Store) (any, error) {
 			dec, err := s.Route(ctx, req)
@@ -77,7 +61,7 @@ func TestRedisMooncakeStream(t *testing.T) {
 		if len(pending) > 24 {
 			id := pending[0]
 			pending = pending[1:]
-			d.check("done", func(s statestore.Store) (any, error) { return s.Done(ctx, "mc", id, r.Timestamp) })
+			d.check("done", func(s statestore.Store) (any, error) { return s.Done(ctx, "mc", id, r.ArrivalMs) })
 		}
 		if chosen != "" && len(local) > 0 {
 			eventID[chosen]++
@@ -95,11 +79,11 @@ func TestRedisMooncakeStream(t *testing.T) {
 				eventID[chosen]++
 				evs = append(evs, statestore.Event{Kind: statestore.EventRemoved, HasEventID: true, EventID: eventID[chosen], Removed: old[len(old)/2:]})
 			}
-			b := statestore.EventBatch{Pool: "mc", WorkerID: chosen, NowMs: r.Timestamp, Events: evs}
+			b := statestore.EventBatch{Pool: "mc", WorkerID: chosen, NowMs: r.ArrivalMs, Events: evs}
 			d.check("apply", func(s statestore.Store) (any, error) { return s.ApplyEvents(ctx, b) })
 		}
 		if n%50 == 0 {
-			d.check("workers", func(s statestore.Store) (any, error) { return s.Workers(ctx, "mc", r.Timestamp) })
+			d.check("workers", func(s statestore.Store) (any, error) { return s.Workers(ctx, "mc", r.ArrivalMs) })
 		}
 		n++
 	}

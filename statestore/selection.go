@@ -130,13 +130,7 @@ func Pick(costs []float64, temperature, r float64) int {
 		}
 		return i
 	}
-	span := (cmax - cmin) * temperature
-	total := 0.0
-	w := make([]float64, n)
-	for i, c := range costs {
-		w[i] = Exp(-(c - cmin) / span)
-		total += w[i]
-	}
+	w, total := softmaxWeights(costs, cmin, cmax, temperature)
 	cum := 0.0
 	for i := range w {
 		cum += w[i] / total
@@ -145,6 +139,121 @@ func Pick(costs []float64, temperature, r float64) int {
 		}
 	}
 	return n - 1
+}
+
+// softmaxWeights are Pick's unnormalised softmax weights exp(−(c_i − c_min)/((c_max − c_min)·T)) and
+// their sum (cmax > cmin, T > 0).
+func softmaxWeights(costs []float64, cmin, cmax, temperature float64) (w []float64, total float64) {
+	span := (cmax - cmin) * temperature
+	w = make([]float64, len(costs))
+	for i, c := range costs {
+		w[i] = Exp(-(c - cmin) / span)
+		total += w[i]
+	}
+	return w, total
+}
+
+// CostTerms are the terms of one candidate's cost (SPEC §6.2), so that an explanation can be checked by
+// eye: cost = prefill_term + decode_blocks + request_term.
+type CostTerms struct {
+	// PrefillBlocks is (active_prefill_tokens + isl) / block_size: the prefill work before credit.
+	PrefillBlocks float64 `json:"prefill_blocks"`
+	// PrefillBlocksAfterCredit is max(prefill_blocks − credit, 0).
+	PrefillBlocksAfterCredit float64 `json:"prefill_blocks_after_credit"`
+	// PrefillTerm is prefill_load_scale × prefill_blocks_after_credit.
+	PrefillTerm float64 `json:"prefill_term"`
+	// DecodeBlocks is active_decode_blocks + required_blocks (weight 1).
+	DecodeBlocks int64 `json:"decode_blocks"`
+	// RequestTerm is decode_active_request_weight × active_requests.
+	RequestTerm float64 `json:"request_term"`
+}
+
+// TieBreak says how the pick among the eligible candidates was made (SPEC §6.3).
+type TieBreak struct {
+	// Rule is "min" (temperature 0: the minimum cost; among tied minima the random number picks),
+	// "softmax" (temperature > 0: sampled) or "session" (a live session binding chose; nothing drawn).
+	Rule string `json:"rule"`
+	// Random is the request's uniform number in [0,1).
+	Random float64 `json:"random"`
+	// Temperature is the one applied (the pool's, or the request's override); 0 for "min".
+	Temperature float64 `json:"temperature,omitempty"`
+	// Eligible counts the candidates that were not filtered.
+	Eligible int `json:"eligible"`
+	// Tied ("min") counts the eligible candidates at the minimum cost.
+	Tied int `json:"tied,omitempty"`
+	// Index is the chosen one's position among the tied ("min": floor(random × tied)) or among the
+	// eligible ("softmax", "session"), counting from 0 in worker then dp_rank order.
+	Index int `json:"index"`
+	// Probabilities ("softmax") are, per eligible candidate in order, the chance of being picked: the
+	// chosen one is the first whose cumulative probability exceeds random.
+	Probabilities []float64 `json:"probabilities,omitempty"`
+}
+
+// ExplainCosts adds to an explanation what its costs are made of: every candidate's cost terms and the
+// tie-break that picked among the eligible ones. cfg is the pool's config with the request's overrides
+// applied. Both stores call it on the explanation they computed, so their output stays identical; the
+// arithmetic is Cost's, in the same operation order, so the terms add up to the cost exactly.
+func ExplainCosts(ex *Explanation, cfg PoolConfig, req *RouteRequest) {
+	bs := float64(cfg.BlockSize)
+	var costs []float64
+	chosen := -1
+	for i := range ex.Candidates {
+		c := &ex.Candidates[i]
+		t := &CostTerms{PrefillBlocks: float64(c.ActivePrefillTokens+req.ISL) / bs}
+		t.PrefillBlocksAfterCredit = t.PrefillBlocks - c.Credit
+		if t.PrefillBlocksAfterCredit < 0 {
+			t.PrefillBlocksAfterCredit = 0
+		}
+		t.PrefillTerm = cfg.PrefillLoadScale * t.PrefillBlocksAfterCredit
+		t.DecodeBlocks = c.ActiveDecodeBlocks + ex.RequiredBlocks
+		t.RequestTerm = cfg.DecodeActiveRequestWeight * float64(c.ActiveRequests)
+		c.Terms = t
+		if c.Filtered != "" {
+			continue
+		}
+		if d := ex.Decision; d != nil && d.WorkerID == c.WorkerID && d.DPRank == c.DPRank {
+			chosen = len(costs)
+		}
+		costs = append(costs, c.Cost)
+	}
+	if chosen < 0 {
+		return
+	}
+	tb := &TieBreak{Rule: "min", Random: req.Random, Eligible: len(costs), Index: chosen}
+	ex.TieBreak = tb
+	if ex.Decision.SessionHit {
+		tb.Rule = "session"
+		return
+	}
+	cmin, cmax := costs[0], costs[0]
+	for _, c := range costs[1:] {
+		cmin = math.Min(cmin, c)
+		cmax = math.Max(cmax, c)
+	}
+	if cfg.Temperature <= 0 {
+		tb.Index = 0
+		for i, c := range costs {
+			if c == cmin {
+				if i < chosen {
+					tb.Index++
+				}
+				tb.Tied++
+			}
+		}
+		return
+	}
+	tb.Rule, tb.Temperature = "softmax", cfg.Temperature
+	tb.Probabilities = make([]float64, len(costs))
+	if cmax == cmin {
+		for i := range costs {
+			tb.Probabilities[i] = 1 / float64(len(costs))
+		}
+		return
+	}
+	w, total := softmaxWeights(costs, cmin, cmax, cfg.Temperature)
+	for i := range w {
+		tb.Probabilities[i] = w[i] / total
+	}
 }
 
 // Exp is e**x computed with plain IEEE double operations in a fixed order (the algorithm of Go's

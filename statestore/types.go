@@ -245,6 +245,8 @@ type Candidate struct {
 	Cost                float64 `json:"cost"`
 	// Filtered names why the candidate was not eligible (FilterReason values); empty = eligible.
 	Filtered string `json:"filtered,omitempty"`
+	// Terms are what Cost is made of (ExplainCosts).
+	Terms *CostTerms `json:"terms,omitempty"`
 }
 
 // Explanation is the outcome of Explain: every candidate, and the decision Route would have made.
@@ -253,7 +255,10 @@ type Explanation struct {
 	RequiredBlocks int64       `json:"required_blocks"`
 	Candidates     []Candidate `json:"candidates"`
 	Decision       *Decision   `json:"decision,omitempty"`
-	Error          *ErrorBody  `json:"error,omitempty"`
+	// TieBreak says how the decision was picked among the eligible candidates (ExplainCosts); nil when
+	// nothing was eligible.
+	TieBreak *TieBreak  `json:"tie_break,omitempty"`
+	Error    *ErrorBody `json:"error,omitempty"`
 }
 
 // ErrorBody is the JSON shape of an error: {"code": "...", "message": "..."}.

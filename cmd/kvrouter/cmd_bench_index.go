@@ -58,8 +58,8 @@ type indexBenchResult struct {
 }
 
 func runBenchIndex(ctx context.Context, args []string) error {
-	fs := newFlagSet("bench index", "bench index --trace FILE [--workers 16] [--engine-block 16|64|512] [--capacity-blocks N] [--goroutines G] [--duration D]")
-	tracePath := fs.String("trace", "../shared/traces/mooncake_conversation_trace.jsonl", "Mooncake JSONL trace")
+	fs := newFlagSet("bench index", "bench index [--trace FILE] [--workers 16] [--engine-block 16|64|512] [--capacity-blocks N] [--goroutines G] [--duration D]")
+	tracePath := fs.String("trace", traces.MooncakeConversation, "Mooncake JSONL trace: a file (.jsonl or .jsonl.gz) or "+traces.MooncakeConversation+" (embedded)")
 	workers := fs.Int("workers", 16, "number of simulated workers the trace's sessions are partitioned over")
 	engineBlock := fs.Int("engine-block", 16, "engine KV block size in tokens: 16, 64 or 512 (trace blocks of 512 are split)")
 	capTokens := fs.Int("capacity-tokens", 1<<20, "KV cache capacity of each simulated worker, tokens (used when --capacity-blocks is 0)")

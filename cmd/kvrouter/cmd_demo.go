@@ -19,7 +19,7 @@ func runDemo(ctx context.Context, args []string) error {
 	fs := newFlagSet("demo", "demo [--out demo.png] [--rho-levels 0.4,0.55] [--trace FILE]")
 	f := addSimFlags(fs, false)
 	levels := fs.String("rho-levels", "0.4,0.55", "offered cache-blind utilisations rho0 to simulate (the default engines saturate near 0.6: see docs/EVALUATION.md)")
-	policies := fs.String("policies", strings.Join([]string{sim.PolicyKV, sim.PolicyRoundRobin, sim.PolicyLeastLoaded, sim.PolicyOracle}, ","), "policies to compare")
+	policies := fs.String("policies", strings.Join([]string{sim.PolicyKV, sim.PolicyRoundRobin, sim.PolicyLeastLoaded}, ","), "policies to compare: "+strings.Join(sim.AllPolicies, ", "))
 	out := fs.String("out", "demo.png", "chart file (.png or .svg)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -46,7 +46,7 @@ func runDemo(ctx context.Context, args []string) error {
 	start := time.Now()
 	reqs, name, err := sim.LoadTrace(*f.trace, f.synthetic())
 	if err != nil {
-		return fmt.Errorf("%w (the demo reads the bundled traces from ../shared/traces beside the checkout; pass --trace)", err)
+		return fmt.Errorf("demo: trace %s: %w", *f.trace, err)
 	}
 	cfg := sim.Config{Workers: *f.workers, Engine: eo, Pool: pc, EventDelayMs: *f.eventDelay, Seed: *f.seed,
 		Policies: splitList(*policies), Parallel: *f.parallel, NewStore: f.storeFactory(ctx), CheckEvents: *f.checkEvents}
@@ -87,29 +87,16 @@ func runDemo(ctx context.Context, args []string) error {
 	if err := sim.WriteChart(*out, reps); err != nil {
 		return err
 	}
-	fmt.Printf("\nchart: %s   (%.1f s)\n", *out, time.Since(start).Seconds())
+	fmt.Printf("\n%s.\nchart: %s   (%.1f s)\n", sim.Headline(reps), *out, time.Since(start).Seconds())
 	return nil
 }
 
 // summarize prints kv's gains over the best cache-blind baseline of a report.
 func summarize(rep *sim.Report) {
-	kv := rep.Policy(sim.PolicyKV)
-	if kv == nil || kv.TTFT.Mean <= 0 {
+	g, ok := rep.KVGain()
+	if !ok {
 		return
 	}
-	best := (*sim.PolicyResult)(nil)
-	for _, name := range []string{sim.PolicyRoundRobin, sim.PolicyRandom, sim.PolicyLeastLoaded} {
-		if p := rep.Policy(name); p != nil && (best == nil || p.TTFT.Mean < best.TTFT.Mean) {
-			best = p
-		}
-	}
-	if best == nil {
-		return
-	}
-	fmt.Printf("→ kv vs best cache-blind (%s): mean TTFT %.2fx lower, p99 %.2fx lower, %.1fx the hit rate",
-		best.Policy, best.TTFT.Mean/kv.TTFT.Mean, best.TTFT.P99/kv.TTFT.P99, kv.BlockHitRate/max(best.BlockHitRate, 1e-9))
-	if kv.BlockHitVsOracle != nil {
-		fmt.Printf("; %.0f %% of the oracle's hit rate", 100**kv.BlockHitVsOracle)
-	}
-	fmt.Println()
+	fmt.Printf("→ kv vs best cache-blind (%s): mean TTFT %.2fx lower, p99 %.2fx lower, %.1fx the hit rate\n",
+		g.Baseline, g.TTFTMean, g.TTFTP99, g.HitRate)
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/kvrouter/kvrouter/blockhash"
 )
@@ -25,13 +23,9 @@ func runHash(_ context.Context, args []string) error {
 	if *bs <= 0 {
 		return fmt.Errorf("--block-size must be > 0, got %d", *bs)
 	}
-	var ids []uint32
-	for _, f := range strings.FieldsFunc(*tokens, func(r rune) bool { return r == ',' || r == ' ' }) {
-		v, err := strconv.ParseUint(f, 10, 32)
-		if err != nil {
-			return fmt.Errorf("--tokens: %q is not a u32 token id", f)
-		}
-		ids = append(ids, uint32(v))
+	ids, err := parseTokens(*tokens)
+	if err != nil {
+		return fmt.Errorf("--tokens: %v", err)
 	}
 	local := blockhash.LocalHashes(nil, ids, *bs, blockhash.LoRASeed(*lora))
 	seq := blockhash.Sequence(nil, local)

@@ -23,6 +23,13 @@ func init() {
 	register(command{name: "ingest", summary: "KV event ingest: vLLM/SGLang ZMQ subscribers and POST /v1/events into the state store", run: runIngest})
 }
 
+// engineFlagHelp documents the value of --engine (serve and ingest).
+const engineFlagHelp = "Repeatable; KVROUTER_ENGINE takes a space-separated list. " +
+	"Value `WORKER=tcp://host:port[,replay=tcp://host:port][,dp=N][,url=http://host:port][,topic=T]`: " +
+	"WORKER is the worker id; replay= the engine's ZMQ replay (ROUTER) socket, used to fill gaps; dp= the data-parallel rank " +
+	"of batches that carry none (default 0); url= the worker's HTTP URL returned by /v1/route; topic= the ZMQ " +
+	"subscription prefix (default empty = every topic, as vLLM publishes)"
+
 // multiFlag is a repeatable string flag.
 type multiFlag []string
 
@@ -33,7 +40,7 @@ func runIngest(ctx context.Context, args []string) error {
 	fs := newFlagSet("ingest", "ingest --store memory|redis://... --engine w1=tcp://host:5557[,replay=tcp://host:5558][,dp=0][,url=http://host:8000] ...")
 	storeURL := storeFlag(fs)
 	var engines multiFlag
-	fs.Var(&engines, "engine", "an engine to subscribe to (repeatable; KVROUTER_ENGINE takes a space-separated list): WORKER=tcp://host:port[,replay=tcp://host:port][,dp=N][,url=http://…][,topic=T]")
+	fs.Var(&engines, "engine", "an engine to subscribe to. "+engineFlagHelp)
 	pool := fs.String("pool", core.DefaultPool, "pool of the engines (created with --block-size if missing)")
 	blockSize := fs.Int("block-size", 16, "the pool's KV block size, tokens (must equal the engines')")
 	addr := fs.String("addr", "127.0.0.1:8081", "HTTP listen address for /v1/events, /metrics, /healthz (port 0 picks a free port)")

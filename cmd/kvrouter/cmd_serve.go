@@ -39,6 +39,8 @@ var poolKnobFlags = []struct {
 	{"max_prompt_tokens", "int", "longest accepted prompt, tokens (default 1048576)"},
 	{"models", "list", "gateway: comma-separated model names the pool serves (a request's \"model\" picks the pool; default none)"},
 	{"tokenize", "string", "gateway: how prompts become token ids: local (the pool's tokenizer), engine (a worker's /tokenize) or none (load-only routing); default local with a tokenizer, else none"},
+	{"unhealthy_after", "int", "failed forwards in a row that mark a worker unhealthy for all routers (default 3; 0 = off)"},
+	{"unhealthy_backoff_ms", "int", "how long an unhealthy worker is skipped before one request probes it, ms (default 10000; doubles per failed probe, up to 8x)"},
 }
 
 func runServe(ctx context.Context, args []string) error {
@@ -77,10 +79,7 @@ func serveConfig(args []string) (server.Config, error) {
 	loadAware := fs.Bool("load-aware", false, "preset: overlap_score_credit 0 (pure load balancing)")
 	agentic := fs.Bool("agentic", false, "preset: credit 2, prefill scale 4, request weight 64")
 	var engines multiFlag
-	fs.Var(&engines, "engine", "subscribe to an engine's vLLM/SGLang ZMQ KV events in-process, into --pool (repeatable; "+
-		"meant for the embedded store: with Redis run the ingest command instead). "+
-		"Value: `WORKER=tcp://host:port[,replay=tcp://host:port][,dp=N][,url=http://…][,topic=T]` "+
-		"(replay: the engine's replay socket; dp: data-parallel rank; url: the worker's URL; topic: ZMQ topic prefix, default all)")
+	fs.Var(&engines, "engine", "subscribe in-process to an engine's vLLM/SGLang ZMQ KV events, into --pool; meant for the embedded store (with Redis run the ingest command instead). "+engineFlagHelp)
 	knobs := poolKnobs(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return server.Config{}, err

@@ -23,7 +23,9 @@ func init() {
 	register(command{name: "simulate", summary: "discrete-event fleet simulation of routing policies on a trace (quality metrics)", run: runSimulate})
 }
 
-const defaultTrace = "../shared/traces/mooncake_conversation_trace.jsonl"
+// defaultTrace is the Mooncake conversation trace embedded in the binary: simulate and demo work from
+// any directory.
+const defaultTrace = traces.MooncakeConversation
 
 // simFlags are the flags simulate and demo share.
 type simFlags struct {
@@ -56,7 +58,7 @@ type simFlags struct {
 
 func addSimFlags(fs *flag.FlagSet, withLoad bool) *simFlags {
 	f := &simFlags{}
-	f.trace = fs.String("trace", defaultTrace, "trace file: Mooncake JSONL, or an Azure CSV (.csv: given synthetic prefixes)")
+	f.trace = fs.String("trace", defaultTrace, "trace: a Mooncake JSONL file (.jsonl or .jsonl.gz), an Azure CSV (.csv or .csv.gz: given synthetic prefixes), or "+defaultTrace+" (embedded)")
 	f.workers = fs.Int("workers", 8, "simulated engines")
 	f.engineBlock = fs.Int("engine-block", 64, "engine KV block size, tokens: 16, 64 or 512 (the trace's 512-token blocks are split)")
 	f.kvTokens = fs.Int("kv-tokens", engine.DefaultKVTokens, "KV cache per engine, tokens (Llama-3.1-8B on one H100-80GB)")

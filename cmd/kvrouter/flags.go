@@ -4,11 +4,16 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 )
 
+// errUsage: the command line was wrong; the usage went to stderr (exit status 2).
 var errUsage = errors.New("usage")
+
+// errHelp: help was asked for (-h, --help) and printed to stdout (exit status 0).
+var errHelp = errors.New("help")
 
 // newFlagSet returns a flag set whose usage prints the command's synopsis and flags.
 func newFlagSet(name, synopsis string) *flag.FlagSet {
@@ -23,15 +28,21 @@ func newFlagSet(name, synopsis string) *flag.FlagSet {
 // parseFlags parses args; flags not given on the command line are read from KVROUTER_<FLAG> (upper case,
 // '-' → '_'). Command line beats environment beats defaults.
 func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(flagsFirst(fs, args)); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return errUsage
-		}
+	fs.SetOutput(io.Discard) // the flag package would print errors and usage to stderr, help included
+	err := fs.Parse(flagsFirst(fs, args))
+	if errors.Is(err, flag.ErrHelp) {
+		fs.SetOutput(stdout)
+		fs.Usage()
+		return errHelp
+	}
+	fs.SetOutput(os.Stderr) // later fs.Usage() calls report a wrong command line
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%v\n", err)
+		fs.Usage()
 		return errUsage
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	var err error
 	fs.VisitAll(func(f *flag.Flag) {
 		if set[f.Name] || err != nil {
 			return

@@ -220,3 +220,47 @@ func TestTokenList(t *testing.T) {
 		t.Fatal("unknown field accepted")
 	}
 }
+
+// TestWorkerHealthListing: the shared health (SPEC §7.2) shows in GET /v1/workers, explain names the
+// "unhealthy" and "excluded" filter reasons, and a pool whose every worker is unhealthy answers 503
+// naming the reason. The health knobs are ordinary pool knobs of PUT /v1/pools.
+func TestWorkerHealthListing(t *testing.T) {
+	a := newTestAPI(t)
+	ctx := context.Background()
+	if r := do(a, "PUT", "/v1/pools/default", `{"block_size":4,"unhealthy_after":2,"unhealthy_backoff_ms":3600000}`, nil); r.Status != 200 {
+		t.Fatalf("put pool: %d %s", r.Status, r.Body)
+	}
+	if r := do(a, "PUT", "/v1/pools/default", `{"block_size":4,"unhealthy_backoff_ms":0}`, nil); r.Status != 400 || !strings.Contains(string(r.Body), "unhealthy_backoff_ms") {
+		t.Fatalf("back-off 0: %d %s", r.Status, r.Body)
+	}
+	for i := 0; i < 2; i++ { // what the gateway does after two failed forwards to w0
+		if _, err := a.rt.ReportForward(ctx, "", "w0", false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := do(a, "GET", "/v1/workers", "", nil)
+	var list struct {
+		Workers []statestore.WorkerInfo `json:"workers"`
+	}
+	if r.Status != 200 || json.Unmarshal(r.Body, &list) != nil || len(list.Workers) != 2 {
+		t.Fatalf("workers: %d %s", r.Status, r.Body)
+	}
+	if h := list.Workers[0].Health; list.Workers[0].WorkerID != "w0" || h.State != "unhealthy" || h.ConsecutiveFailures != 2 ||
+		h.BackoffMs != 3600000 || h.UnhealthyUntilMs == 0 {
+		t.Fatalf("w0 health: %s", r.Body)
+	}
+	if !strings.Contains(string(r.Body), `"health":{"consecutive_failures":0,"state":"healthy"}`) {
+		t.Fatalf("w1 health: %s", r.Body)
+	}
+	r = do(a, "POST", "/v1/route/explain", `{"token_ids":[1,2,3,4],"excluded_workers":["w1"]}`, nil)
+	if r.Status != 200 || !strings.Contains(string(r.Body), `"filtered":"unhealthy"`) || !strings.Contains(string(r.Body), `"filtered":"excluded"`) {
+		t.Fatalf("explain: %d %s", r.Status, r.Body)
+	}
+	r = do(a, "POST", "/v1/route", `{"token_ids":[1,2,3,4],"excluded_workers":["w1"]}`, nil)
+	if r.Status != 503 || !strings.Contains(string(r.Body), "1 excluded, 1 unhealthy") {
+		t.Fatalf("route with nothing eligible: %d %s", r.Status, r.Body)
+	}
+	if r = do(a, "POST", "/v1/route", `{"token_ids":[1,2,3,4]}`, nil); r.Status != 200 || !strings.Contains(string(r.Body), `"worker_id":"w1"`) {
+		t.Fatalf("route: %d %s", r.Status, r.Body)
+	}
+}

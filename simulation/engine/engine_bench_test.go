@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/kvrouter/kvrouter/simulation/traces"
@@ -60,11 +58,7 @@ func BenchmarkEngineSynthetic(b *testing.B) {
 // BenchmarkEngineMooncake replays the Mooncake conversation trace (12k requests) through 8 engines
 // (block size 16, default capacity) round-robin.
 func BenchmarkEngineMooncake(b *testing.B) {
-	path := filepath.Join("..", "..", "shared", "traces", "mooncake_conversation_trace.jsonl")
-	if _, err := os.Stat(path); err != nil {
-		b.Skipf("shared trace absent: %v", err)
-	}
-	trs, err := traces.LoadMooncakeFile(path)
+	trs, err := traces.LoadMooncakeFile(traces.MooncakeConversation)
 	if err != nil {
 		b.Fatal(err)
 	}

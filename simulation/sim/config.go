@@ -16,15 +16,25 @@ const (
 	PolicyRoundRobin  = "round-robin"  // cache-blind: worker i mod N
 	PolicyRandom      = "random"       // cache-blind: uniform (seeded)
 	PolicyLeastLoaded = "least-loaded" // cache-blind: fewest active requests (ties: seeded random)
-	PolicyOracle      = "oracle"       // core.Router fed the engines' true cache state at once
+	// PolicyKVInstant is kv's core.Router and cost fed every engine's KV events at the instant its
+	// block pool changes (no event delay, no batching by step): what instant events would buy. It is no
+	// upper bound (kv often scores above it: a cost that follows the cache more eagerly is not always
+	// better); the infinite-cache bound (Report.ReuseBound) is the hit rate no policy can beat.
+	PolicyKVInstant = "kv-instant-events"
+	// PolicyOracleAlias is PolicyKVInstant's former name, still accepted in Config.Policies
+	// (deprecated: reports use the new name).
+	PolicyOracleAlias = "oracle"
 )
 
 // AllPolicies lists every policy, in report order.
-var AllPolicies = []string{PolicyKV, PolicyKVApprox, PolicyKVPredict, PolicyRoundRobin, PolicyRandom, PolicyLeastLoaded, PolicyOracle}
+var AllPolicies = []string{PolicyKV, PolicyKVApprox, PolicyKVPredict, PolicyRoundRobin, PolicyRandom, PolicyLeastLoaded, PolicyKVInstant}
+
+// CacheBlindPolicies are the baselines that ignore the KV caches.
+var CacheBlindPolicies = []string{PolicyRoundRobin, PolicyRandom, PolicyLeastLoaded}
 
 // usesCore reports whether a policy decides through core.Router.
 func usesCore(p string) bool {
-	return p == PolicyKV || p == PolicyKVApprox || p == PolicyKVPredict || p == PolicyOracle
+	return p == PolicyKV || p == PolicyKVApprox || p == PolicyKVPredict || p == PolicyKVInstant
 }
 
 // DefaultPredictedTTLMs is kv-predict's predicted-entry TTL when the pool config sets none.
@@ -37,15 +47,16 @@ type Config struct {
 	// Engine configures every engine (BlockSize must equal the workload's EngineBlock).
 	Engine engine.Options
 	// Pool holds the router's knobs for the core-based policies (BlockSize is set from Engine).
-	// kv-predict uses Pool.PredictedTTLMs, or DefaultPredictedTTLMs when it is 0; kv and oracle
+	// kv-predict uses Pool.PredictedTTLMs, or DefaultPredictedTTLMs when it is 0; kv and
 	// always run with it 0; kv-approx registers its workers without KV events.
 	Pool statestore.PoolConfig
 	// EventDelayMs delays the KV events of a step (published at the step's end) before the router
-	// applies them. Default 0. The oracle ignores it.
+	// applies them. Default 0. kv-instant-events ignores it.
 	EventDelayMs float64
 	// Seed seeds the policies' random numbers (tie-breaks, softmax, random policy).
 	Seed uint64
 	// Policies to run (default AllPolicies); each runs on its own fleet and store, in parallel.
+	// "oracle" is read as PolicyKVInstant.
 	Policies []string
 	// Parallel bounds the policies simulated at once (default 1 = one after another).
 	Parallel int
@@ -71,6 +82,14 @@ func (c Config) withDefaults() Config {
 	c.Pool.BlockSize = c.Engine.BlockSize
 	if len(c.Policies) == 0 {
 		c.Policies = AllPolicies
+	}
+	if slices.Contains(c.Policies, PolicyOracleAlias) {
+		c.Policies = slices.Clone(c.Policies)
+		for i, p := range c.Policies {
+			if p == PolicyOracleAlias {
+				c.Policies[i] = PolicyKVInstant
+			}
+		}
 	}
 	if c.Parallel < 1 {
 		c.Parallel = 1

@@ -1,8 +1,8 @@
 // Package sim is kvrouter's fleet simulator: a deterministic discrete-event simulation in virtual
 // time. Trace arrivals (Workload) drive N engine.Engine workers; a policy picks each request's worker
-// — the real core.Router over a statestore (kv, kv-approx, kv-predict, oracle) or a cache-blind
+// — the real core.Router over a statestore (kv, kv-approx, kv-predict, kv-instant-events) or a cache-blind
 // baseline (round-robin, random, least-loaded). Workers' KV events reach the router after
-// Config.EventDelayMs (the oracle gets them at the instant the block pool changes); prefill_done is
+// Config.EventDelayMs (kv-instant-events gets them at the instant the block pool changes); prefill_done is
 // sent at the first token and done at the last. Run returns a Report (JSON, WriteTable, WriteChart).
 //
 // Event order at equal virtual times: deliveries to the router (step outputs, KV events) first, then

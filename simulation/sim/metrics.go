@@ -33,10 +33,8 @@ type PolicyResult struct {
 	// prompt tokens over prompt tokens.
 	BlockHitRate float64 `json:"block_hit_rate"`
 	TokenHitRate float64 `json:"token_hit_rate"`
-	// BlockHitVsOracle is BlockHitRate / the oracle's (when the oracle ran); BlockHitVsBound is
-	// BlockHitRate / the infinite-cache bound.
-	BlockHitVsOracle *float64 `json:"block_hit_vs_oracle,omitempty"`
-	BlockHitVsBound  float64  `json:"block_hit_vs_bound"`
+	// BlockHitVsBound is BlockHitRate / the infinite-cache bound (Report.ReuseBound.Blocks).
+	BlockHitVsBound float64 `json:"block_hit_vs_bound"`
 	// TTFT: arrival to first token. ITL: per request, (finish − first token) / (output − 1), for
 	// requests with more than one output token; Mean is token-weighted. E2E: arrival to last token.
 	TTFT Dist `json:"ttft_ms"`

@@ -117,12 +117,6 @@ func Run(ctx context.Context, cfg Config, w *Workload) (*Report, error) {
 			return nil, err
 		}
 	}
-	if o := rep.Policy(PolicyOracle); o != nil && o.BlockHitRate > 0 {
-		for i := range rep.Policies {
-			v := rep.Policies[i].BlockHitRate / o.BlockHitRate
-			rep.Policies[i].BlockHitVsOracle = &v
-		}
-	}
 	return rep, nil
 }
 
@@ -149,14 +143,10 @@ func (rep *Report) WriteTable(out io.Writer) error {
 	fmt.Fprintf(out, ", event delay %g ms, store %s, seed %d\n", rep.EventDelayMs, rep.Store, rep.Seed)
 	fmt.Fprintf(out, "infinite-cache bound: %.2f %% of blocks, %.2f %% of tokens\n\n", 100*rep.ReuseBound.Blocks, 100*rep.ReuseBound.Tokens)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "policy\thit blk %\tvs oracle\tvs bound\tTTFT mean s\tp50 s\tp90 s\tp99 s\tITL mean ms\tITL p99 ms\te2e mean s\tout tok/s\tprefill Mtok\timbalance\tpreempt\tdecision µs\t")
+	fmt.Fprintln(tw, "policy\thit blk %\tvs bound\tTTFT mean s\tp50 s\tp90 s\tp99 s\tITL mean ms\tITL p99 ms\te2e mean s\tout tok/s\tprefill Mtok\timbalance\tpreempt\tdecision µs\t")
 	for _, p := range rep.Policies {
-		vo := "-"
-		if p.BlockHitVsOracle != nil {
-			vo = fmt.Sprintf("%.1f %%", 100**p.BlockHitVsOracle)
-		}
-		fmt.Fprintf(tw, "%s\t%.2f\t%s\t%.1f %%\t%.3f\t%.3f\t%.3f\t%.3f\t%.1f\t%.1f\t%.2f\t%.0f\t%.1f\t%.3f\t%d\t%.1f\t\n",
-			p.Policy, 100*p.BlockHitRate, vo, 100*p.BlockHitVsBound, p.TTFT.Mean/1000, p.TTFT.P50/1000, p.TTFT.P90/1000,
+		fmt.Fprintf(tw, "%s\t%.2f\t%.1f %%\t%.3f\t%.3f\t%.3f\t%.3f\t%.1f\t%.1f\t%.2f\t%.0f\t%.1f\t%.3f\t%d\t%.1f\t\n",
+			p.Policy, 100*p.BlockHitRate, 100*p.BlockHitVsBound, p.TTFT.Mean/1000, p.TTFT.P50/1000, p.TTFT.P90/1000,
 			p.TTFT.P99/1000, p.ITL.Mean, p.ITL.P99, p.E2E.Mean/1000, p.OutputTokS, float64(p.PrefillTokens)/1e6,
 			p.LoadImbalance, p.Preemptions, p.decision.Mean)
 	}

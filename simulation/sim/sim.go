@@ -323,7 +323,7 @@ func (r *run) step(wi int, t float64) error {
 	}
 	evs := r.convert(sw, res.Events)
 	switch r.policy {
-	case PolicyOracle: // the true cache state, at once
+	case PolicyKVInstant: // the true cache state, at once
 		return r.applyEvents(wi, evs, t)
 	case PolicyKV, PolicyKVPredict:
 		r.push(&delivery{t: res.EndMs + r.cfg.EventDelayMs, worker: wi, events: evs})

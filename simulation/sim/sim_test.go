@@ -15,22 +15,9 @@ import (
 	"github.com/kvrouter/kvrouter/simulation/traces"
 )
 
-// tracePath finds the conversation trace in ../shared/traces beside the checkout.
-func tracePath(t testing.TB) string {
-	t.Helper()
-	for _, p := range []string{"../../../shared/traces"} {
-		f := filepath.Join(p, "mooncake_conversation_trace.jsonl")
-		if _, err := os.Stat(f); err == nil {
-			return f
-		}
-	}
-	t.Skip("conversation trace not found beside the checkout")
-	return ""
-}
-
 func loadTrace(t testing.TB, n int) []traces.Request {
 	t.Helper()
-	reqs, err := traces.LoadMooncakeFile(tracePath(t))
+	reqs, err := traces.LoadMooncakeFile(traces.MooncakeConversation)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +251,10 @@ func TestChart(t *testing.T) {
 	reqs := loadTrace(t, 80)
 	eng := engine.Options{BlockSize: 64}
 	w := mustWorkload(t, reqs, LoadOptions{EngineBlock: 64, Speedup: 3}, eng, 2)
-	rep := mustRun(t, Config{Workers: 2, Engine: eng, Policies: []string{PolicyKV, PolicyRoundRobin, PolicyOracle}}, w)
+	rep := mustRun(t, Config{Workers: 2, Engine: eng, Policies: []string{PolicyKV, PolicyRoundRobin, PolicyOracleAlias}}, w)
+	if got := rep.Policies[2].Policy; got != PolicyKVInstant {
+		t.Errorf("the deprecated alias %q ran as %q, want %q", PolicyOracleAlias, got, PolicyKVInstant)
+	}
 	dir := t.TempDir()
 	for _, name := range []string{"c.png", "c.svg"} {
 		p := filepath.Join(dir, name)

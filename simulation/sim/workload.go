@@ -54,10 +54,15 @@ type Workload struct {
 	ReuseBlocks, ReuseTokens float64
 }
 
-// LoadTrace reads a Mooncake JSONL trace, or an Azure CSV trace (".csv"; given synthetic prefixes).
+// LoadTrace reads a Mooncake JSONL trace, or an Azure CSV trace (".csv", given synthetic prefixes),
+// from a file (plain or ".gz") or a bundled trace (traces.MooncakeConversation; see traces.Open). The
+// name returned is the trace's title for a bundled trace, else the file's base name.
 func LoadTrace(path string, synth traces.SyntheticOptions) ([]traces.Request, string, error) {
 	name := filepath.Base(path)
-	if strings.EqualFold(filepath.Ext(path), ".csv") {
+	if strings.HasPrefix(path, traces.BundledPrefix) {
+		name = traces.Title(path)
+	}
+	if strings.EqualFold(filepath.Ext(strings.TrimSuffix(path, ".gz")), ".csv") {
 		reqs, err := traces.LoadAzureFile(path)
 		if err != nil {
 			return nil, "", err

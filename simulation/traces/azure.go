@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -15,9 +14,10 @@ import (
 // fraction may have any number of digits, or none).
 const azureTimeLayout = "2006-01-02 15:04:05.999999999"
 
-// LoadAzureFile reads an Azure LLM inference CSV trace from a file (see LoadAzure).
+// LoadAzureFile reads an Azure LLM inference CSV trace (see LoadAzure) from a file, plain or
+// gzip-compressed (.csv.gz; see Open).
 func LoadAzureFile(path string) ([]Request, error) {
-	f, err := os.Open(path)
+	f, err := Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("traces: open azure trace: %w", err)
 	}

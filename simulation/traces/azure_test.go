@@ -53,21 +53,24 @@ func TestLoadAzureErrors(t *testing.T) {
 	}
 }
 
-func TestLoadAzureFiles(t *testing.T) {
-	for name, n := range map[string]int{
-		"azure/AzureLLMInferenceTrace_code.csv": 8819,
-		"azure/AzureLLMInferenceTrace_conv.csv": 19366,
-	} {
-		reqs, err := LoadAzureFile(sharedTrace(t, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(reqs) != n { // the README's request counts
-			t.Errorf("%s: %d requests", name, len(reqs))
-		}
-		last := reqs[len(reqs)-1].ArrivalMs
-		if reqs[0].ArrivalMs != 0 || last < 50*60*1000 || last > 70*60*1000 {
-			t.Errorf("%s: arrivals span %d ms, want about an hour", name, last)
-		}
+// azureSample is the first 500 requests of the Azure conversation trace, gzip-compressed (see
+// testdata/README.md).
+const azureSample = "testdata/azure_conv_first500.csv.gz"
+
+func TestLoadAzureFileGzipSample(t *testing.T) {
+	reqs, err := LoadAzureFile(azureSample)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reqs) != 500 {
+		t.Fatalf("%d requests, want 500", len(reqs))
+	}
+	// First and last rows: 18:15:46.6805900,374,44 and 18:17:55.6930640,1033,420.
+	first, last := reqs[0], reqs[len(reqs)-1]
+	if first.ArrivalMs != 0 || first.InputTokens != 374 || first.OutputTokens != 44 {
+		t.Errorf("first request %+v", first)
+	}
+	if last.ArrivalMs != 129012 || last.InputTokens != 1033 || last.OutputTokens != 420 {
+		t.Errorf("last request %+v, want arrival 129012 ms, 1033 in, 420 out", last)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"strconv"
 )
 
@@ -23,9 +22,10 @@ type mooncakeRecord struct {
 	HashIDs      *[]uint64    `json:"hash_ids"`
 }
 
-// LoadMooncakeFile reads a Mooncake JSONL trace from a file (see LoadMooncake).
+// LoadMooncakeFile reads a Mooncake JSONL trace (see LoadMooncake) from a file, plain or gzip-compressed
+// (.jsonl.gz), or from a bundled trace such as MooncakeConversation (see Open).
 func LoadMooncakeFile(path string) ([]Request, error) {
-	f, err := os.Open(path)
+	f, err := Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("traces: open mooncake trace: %w", err)
 	}

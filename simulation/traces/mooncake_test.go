@@ -49,7 +49,7 @@ func TestLoadMooncakeFractionalTimestamp(t *testing.T) {
 }
 
 func TestLoadMooncakeConversationTrace(t *testing.T) {
-	reqs, err := LoadMooncakeFile(sharedTrace(t, "mooncake_conversation_trace.jsonl"))
+	reqs, err := LoadMooncakeFile(MooncakeConversation)
 	if err != nil {
 		t.Fatal(err)
 	}

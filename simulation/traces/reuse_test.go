@@ -54,7 +54,7 @@ func TestReuseBoundMatchesNaive(t *testing.T) {
 }
 
 func TestReuseBoundConversationTrace(t *testing.T) {
-	reqs, err := LoadMooncakeFile(sharedTrace(t, "mooncake_conversation_trace.jsonl"))
+	reqs, err := LoadMooncakeFile(MooncakeConversation)
 	if err != nil {
 		t.Fatal(err)
 	}

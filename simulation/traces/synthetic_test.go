@@ -121,7 +121,7 @@ func TestSyntheticOptionsValidate(t *testing.T) {
 }
 
 func TestSyntheticAzureConversation(t *testing.T) {
-	reqs, err := LoadAzureFile(sharedTrace(t, "azure/AzureLLMInferenceTrace_conv.csv"))
+	reqs, err := LoadAzureFile(azureSample)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -69,7 +69,7 @@ func TestAppendBlockHashesReusesBuffers(t *testing.T) {
 }
 
 func BenchmarkBlockHashesConversationTrace(b *testing.B) {
-	reqs, err := LoadMooncakeFile(sharedTrace(b, "mooncake_conversation_trace.jsonl"))
+	reqs, err := LoadMooncakeFile(MooncakeConversation)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# test-setup.sh — makes sure the tools the test suite needs are installed (`make test` runs it first;
+# .ci/run runs it with --lint). On Debian/Ubuntu, as root, it installs what is missing with apt-get;
+# otherwise it stops and prints the exact command to run.
+#
+#   tool                         package          needed by
+#   redis-server                 redis-server     internal/testredis: every Redis test, statestore, integration
+#   redis-cli                    redis-tools      internal/testredis (Redis Cluster tests)
+#   python3 with jinja2          python3-jinja2   the gateway's chat-template tests (reference renderer)
+#   busybox (only with Docker)   busybox-static   infra/redis-image (the local Redis image's /bin/sh)
+#   luacheck (only with --lint)  lua-check        linting luascripts/*.lua
+#
+# Usage: scripts/test-setup.sh [--lint]
+# Env:   KVROUTER_TEST_SETUP=skip   check nothing, install nothing (tests whose tools are missing then
+#                                   skip, and `make test` lists them at the end; under CI they fail)
+#        KVROUTER_REDIS_SERVER, KVROUTER_REDIS_CLI   binaries to use instead of PATH's (see testredis)
+# Exit:  0 all present (or installed now); 1 something is missing and was not installed.
+set -euo pipefail
+
+lint=0
+for a in "$@"; do
+  case "$a" in
+  --lint) lint=1 ;;
+  *) echo "usage: $0 [--lint]" >&2; exit 2 ;;
+  esac
+done
+
+say() { echo "test-setup: $*"; }
+
+if [[ "${KVROUTER_TEST_SETUP:-}" == "skip" ]]; then
+  say "skipped (KVROUTER_TEST_SETUP=skip)"
+  exit 0
+fi
+
+have() { command -v "$1" >/dev/null 2>&1; }
+has_redis_server() { [[ -n "${KVROUTER_REDIS_SERVER:-}" ]] || have redis-server; }
+has_redis_cli() { [[ -n "${KVROUTER_REDIS_CLI:-}" ]] || have redis-cli; }
+has_jinja2() { have python3 && python3 -c 'import jinja2' >/dev/null 2>&1; }
+
+# missing prints the packages whose tools are absent, one per line.
+missing() {
+  has_redis_server || echo redis-server
+  has_redis_cli || echo redis-tools
+  has_jinja2 || echo python3-jinja2
+  # The local Redis image wants a static busybox; a dynamic busybox package is left alone
+  # (infra/redis-image/build.sh). Without Docker there is no image to build.
+  if have docker && ! have busybox; then echo busybox-static; fi
+  if ((lint)) && ! have luacheck; then echo lua-check; fi
+  return 0
+}
+
+mapfile -t need < <(missing)
+if ((${#need[@]} == 0)); then
+  say "ok (redis-server, redis-cli, python3-jinja2$(have docker && echo ", busybox")$( ((lint)) && echo ", luacheck"))"
+  exit 0
+fi
+
+install_cmd="apt-get update && apt-get install -y --no-install-recommends ${need[*]}"
+say "missing packages: ${need[*]}"
+if ! have apt-get; then
+  say "no apt-get here: install the equivalents of ${need[*]} with your package manager, then run make test again"
+  say "(or KVROUTER_TEST_SETUP=skip make test: the tests that need them skip and are listed at the end)"
+  exit 1
+fi
+if [[ "$(id -u)" != "0" ]]; then
+  say "not root, so not installing; run this, then make test again:"
+  if have sudo; then
+    echo "    sudo sh -c '$install_cmd'"
+  else
+    echo "    su -c '$install_cmd'"
+  fi
+  exit 1
+fi
+
+say "installing as root: $install_cmd"
+export DEBIAN_FRONTEND=noninteractive
+if ! { apt-get update -q && apt-get install -y -q --no-install-recommends "${need[@]}"; }; then
+  say "apt-get failed (see above); install ${need[*]} by other means, then run make test again"
+  exit 1
+fi
+hash -r
+mapfile -t still < <(missing)
+if ((${#still[@]})); then
+  say "still missing after apt-get: ${still[*]}"
+  if [[ " ${still[*]} " == *" python3-jinja2 "* ]] && have python3; then
+    say "(python3 on PATH is $(command -v python3), which does not see Debian's python3-jinja2: pip install jinja2 there)"
+  fi
+  exit 1
+fi
+say "installed ${need[*]}"

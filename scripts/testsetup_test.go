@@ -1,0 +1,148 @@
+// Package scripts_test runs scripts/test-setup.sh against a PATH that holds only stub tools, so that
+// "redis-server missing, as root" and "as a user" are checked on any machine (the script's only
+// side effect, apt-get, is a stub that records its arguments).
+package scripts_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// stubs writes executable /bin/sh scripts into a fresh directory (the test's whole PATH).
+func stubs(t *testing.T, scripts map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, body := range scripts {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// runSetup runs the script with PATH=dir and a clean environment; it returns the exit code and
+// the combined output.
+func runSetup(t *testing.T, dir string, env []string, args ...string) (int, string) {
+	t.Helper()
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bash, append([]string{"test-setup.sh"}, args...)...)
+	cmd.Env = append([]string{"PATH=" + dir, "HOME=" + t.TempDir()}, env...)
+	out, err := cmd.CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return code, string(out)
+}
+
+const (
+	ok       = "exit 0"
+	asRoot   = "echo 0"
+	asUser   = "echo 1000"
+	noJinja2 = "exit 1" // python3 present, `import jinja2` fails
+)
+
+// fakeApt records its arguments in $dir/apt.log; "install" creates the commands of the packages.
+const fakeApt = `d=${0%/*}
+echo "$@" >> "$d/apt.log"
+[ "$1" = install ] || exit 0
+for p in "$@"; do
+  case "$p" in
+  redis-server) printf '#!/bin/sh\nexit 0\n' > "$d/redis-server"; /bin/chmod +x "$d/redis-server" ;;
+  redis-tools) printf '#!/bin/sh\nexit 0\n' > "$d/redis-cli"; /bin/chmod +x "$d/redis-cli" ;;
+  python3-jinja2) printf '#!/bin/sh\nexit 0\n' > "$d/python3"; /bin/chmod +x "$d/python3" ;;
+  busybox-static) printf '#!/bin/sh\nexit 0\n' > "$d/busybox"; /bin/chmod +x "$d/busybox" ;;
+  lua-check) printf '#!/bin/sh\nexit 0\n' > "$d/luacheck"; /bin/chmod +x "$d/luacheck" ;;
+  esac
+done`
+
+func TestSetupAllPresent(t *testing.T) {
+	dir := stubs(t, map[string]string{"redis-server": ok, "redis-cli": ok, "python3": ok, "id": asUser})
+	code, out := runSetup(t, dir, nil)
+	if code != 0 || !strings.Contains(out, "test-setup: ok (redis-server, redis-cli, python3-jinja2)") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+}
+
+// TestSetupUserGetsCommand: without redis-server and redis-cli, as a user, the script stops and
+// prints the command to run (with sudo when there is one).
+func TestSetupUserGetsCommand(t *testing.T) {
+	for _, sudo := range []bool{true, false} {
+		s := map[string]string{"python3": noJinja2, "id": asUser, "apt-get": fakeApt}
+		want := "    su -c 'apt-get update && apt-get install -y --no-install-recommends redis-server redis-tools python3-jinja2'\n"
+		if sudo {
+			s["sudo"] = ok
+			want = "    sudo sh -c 'apt-get update && apt-get install -y --no-install-recommends redis-server redis-tools python3-jinja2'\n"
+		}
+		dir := stubs(t, s)
+		code, out := runSetup(t, dir, nil)
+		if code != 1 || !strings.Contains(out, "not root, so not installing; run this, then make test again:\n"+want) {
+			t.Fatalf("sudo %v: exit %d:\n%s", sudo, code, out)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "apt.log")); err == nil {
+			t.Fatalf("sudo %v: apt-get ran as a user", sudo)
+		}
+	}
+}
+
+// TestSetupRootInstalls: as root, the script installs what is missing (busybox-static too when
+// Docker is there, lua-check with --lint) and checks the tools afterwards.
+func TestSetupRootInstalls(t *testing.T) {
+	dir := stubs(t, map[string]string{"id": asRoot, "apt-get": fakeApt, "docker": ok})
+	code, out := runSetup(t, dir, nil, "--lint")
+	if code != 0 || !strings.Contains(out, "test-setup: installed redis-server redis-tools python3-jinja2 busybox-static lua-check") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	log, err := os.ReadFile(filepath.Join(dir, "apt.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "update -q\ninstall -y -q --no-install-recommends redis-server redis-tools python3-jinja2 busybox-static lua-check\n"
+	if string(log) != want {
+		t.Fatalf("apt-get calls:\n%s\nwant:\n%s", log, want)
+	}
+	// A second run finds everything.
+	if code, out := runSetup(t, dir, nil, "--lint"); code != 0 || !strings.Contains(out, "test-setup: ok") {
+		t.Fatalf("second run: exit %d:\n%s", code, out)
+	}
+}
+
+func TestSetupRootAptFails(t *testing.T) {
+	dir := stubs(t, map[string]string{"id": asRoot, "apt-get": "echo 'E: network unreachable' >&2; exit 100",
+		"redis-cli": ok, "python3": ok})
+	code, out := runSetup(t, dir, nil)
+	if code != 1 || !strings.Contains(out, "E: network unreachable") ||
+		!strings.Contains(out, "test-setup: apt-get failed (see above); install redis-server by other means") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+}
+
+func TestSetupNoApt(t *testing.T) {
+	dir := stubs(t, map[string]string{"id": asRoot, "redis-server": ok, "python3": ok})
+	code, out := runSetup(t, dir, nil)
+	if code != 1 || !strings.Contains(out, "no apt-get here: install the equivalents of redis-tools") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+}
+
+// TestSetupOverrides: KVROUTER_REDIS_SERVER/CLI stand for the binaries (as in internal/testredis),
+// and KVROUTER_TEST_SETUP=skip checks nothing.
+func TestSetupOverrides(t *testing.T) {
+	dir := stubs(t, map[string]string{"id": asUser, "python3": ok})
+	code, out := runSetup(t, dir, []string{"KVROUTER_REDIS_SERVER=/x/redis-server", "KVROUTER_REDIS_CLI=/x/redis-cli"})
+	if code != 0 || !strings.Contains(out, "test-setup: ok") {
+		t.Fatalf("overrides: exit %d:\n%s", code, out)
+	}
+	code, out = runSetup(t, stubs(t, nil), []string{"KVROUTER_TEST_SETUP=skip"})
+	if code != 0 || out != "test-setup: skipped (KVROUTER_TEST_SETUP=skip)\n" {
+		t.Fatalf("skip: exit %d:\n%s", code, out)
+	}
+}
