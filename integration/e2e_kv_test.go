@@ -1,19 +1,19 @@
 package integration
 
 import (
+	"context"
 	"encoding/json"
-	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/kvrouter/kvrouter/ingest"
+	"github.com/kvrouter/kvrouter/internal/bench"
 	"github.com/kvrouter/kvrouter/internal/testredis"
 )
 
 // TestE2EKVBeatsRoundRobin runs the whole system on one machine as real processes — 4 mock engines,
 // `kvrouter ingest` and `kvrouter serve` sharing one Redis — and sends a prefix-heavy workload through
-// route → mock → done with `kvrouter bench e2e`, then the same workload round-robin on restarted
+// route → mock → done with the `kvrouter bench e2e` driver (bench.RunE2E), then the same workload round-robin on restarted
 // engines. Only the direction of the hit rate (measured by the engines) is asserted; TTFT is reported
 // in docs/EVALUATION.md.
 func TestE2EKVBeatsRoundRobin(t *testing.T) {
@@ -34,34 +34,20 @@ func TestE2EKVBeatsRoundRobin(t *testing.T) {
 		}
 		return ""
 	})
-	var workers []string
+	o := bench.E2EOptions{Router: srv.URL, Policies: []string{"kv", "round-robin"}, Requests: 200, Concurrency: 4,
+		Groups: 16, PrefixTokens: 1024, SuffixTokens: 32, MaxTokens: 4, Seed: 1, Restart: true}
 	for _, e := range engines {
-		workers = append(workers, e.Name+"="+e.HTTP)
+		o.Workers = append(o.Workers, bench.Engine{Name: e.Name, URL: e.HTTP})
 	}
-	cmd := exec.Command(kvrouterBinary(t), "bench", "e2e", "--router", srv.URL, "--workers", strings.Join(workers, ","),
-		"--requests", "200", "--concurrency", "4", "--groups", "16", "--prefix-tokens", "1024", "--suffix-tokens", "32",
-		"--max-tokens", "4")
-	cmd.Env = serveEnv()
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("bench e2e: %v\n%s", err, out)
+	rep, err := bench.RunE2E(context.Background(), o)
+	if err != nil || len(rep.Results) != 2 {
+		t.Fatalf("bench e2e: %v %+v", err, rep)
 	}
-	var rep struct {
-		Results []struct {
-			Policy   string  `json:"policy"`
-			Errors   int     `json:"errors"`
-			HitRate  float64 `json:"hit_rate"`
-			TTFTP50  float64 `json:"ttft_p50_ms"`
-			FirstErr string  `json:"first_error"`
-		} `json:"results"`
-	}
-	if err := json.Unmarshal(out, &rep); err != nil || len(rep.Results) != 2 {
-		t.Fatalf("bench e2e output: %v\n%s", err, out)
-	}
+	out, _ := json.MarshalIndent(rep, "", "  ")
 	kv, rr := rep.Results[0], rep.Results[1]
-	t.Logf("%s\nkv: hit rate %.3f ttft p50 %.1f ms; round-robin: hit rate %.3f ttft p50 %.1f ms", out, kv.HitRate, kv.TTFTP50, rr.HitRate, rr.TTFTP50)
+	t.Logf("%s\nkv: hit rate %.3f ttft p50 %.1f ms; round-robin: hit rate %.3f ttft p50 %.1f ms", out, kv.HitRate, kv.TTFTP50Ms, rr.HitRate, rr.TTFTP50Ms)
 	if kv.Errors != 0 || rr.Errors != 0 {
-		t.Fatalf("errors: kv %d (%s), round-robin %d (%s)", kv.Errors, kv.FirstErr, rr.Errors, rr.FirstErr)
+		t.Fatalf("errors: kv %d (%s), round-robin %d (%s)", kv.Errors, kv.FirstErrorMsg, rr.Errors, rr.FirstErrorMsg)
 	}
 	if kv.HitRate <= rr.HitRate {
 		t.Fatalf("KV routing hit rate %.3f does not beat round-robin's %.3f\n%s", kv.HitRate, rr.HitRate, out)

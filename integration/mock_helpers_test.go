@@ -1,118 +1,45 @@
 package integration
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"os/exec"
 	"regexp"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kvrouter/kvrouter/internal/bench"
 )
 
 // Helpers for tests that run `kvrouter mock` and `kvrouter ingest` as real processes.
 
 // proc is a running kvrouter subcommand whose stderr is captured.
 type proc struct {
-	name   string
-	cmd    *exec.Cmd
-	mu     sync.Mutex
-	log    bytes.Buffer
-	exited chan struct{}
-	err    error
+	name string
+	*bench.Child
 }
 
-func (p *proc) logs() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.log.String()
-}
+func (p *proc) logs() string { return p.Log() }
 
 // startProc starts `kvrouter args...` and waits until every regexp in ready has matched a stderr
 // line (in any order), returning each one's submatches (every match, in order of appearance).
 func startProc(t *testing.T, ready []*regexp.Regexp, args ...string) (*proc, [][][]string) {
 	t.Helper()
-	p := &proc{name: args[0], exited: make(chan struct{})}
-	p.cmd = exec.Command(kvrouterBinary(t), args...)
-	p.cmd.Env = serveEnv()
-	pr, err := p.cmd.StderrPipe()
+	c, m, err := bench.StartChild("kvrouter "+args[0], kvrouterBinary(t), args, serveEnv(), ready, childTimeout)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := make(chan string, 1024)
-	go func() {
-		sc := bufio.NewScanner(pr)
-		sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			p.mu.Lock()
-			p.log.WriteString(line + "\n")
-			p.mu.Unlock()
-			select {
-			case lines <- line:
-			default:
-			}
-		}
-		io.Copy(io.Discard, pr)
-		p.err = p.cmd.Wait()
-		close(p.exited)
-	}()
+	p := &proc{name: args[0], Child: c}
 	t.Cleanup(func() { p.stop(t) })
-	matches := make([][][]string, len(ready))
-	seen := make([]bool, len(ready))
-	deadline := time.After(60 * time.Second)
-	for done := 0; done < len(ready); {
-		select {
-		case line := <-lines:
-			for i, re := range ready {
-				if m := re.FindStringSubmatch(line); m != nil {
-					matches[i] = append(matches[i], m)
-					if !seen[i] {
-						seen[i] = true
-						done++
-					}
-				}
-			}
-		case <-p.exited:
-			t.Fatalf("kvrouter %s exited before ready: %v\n%s", p.name, p.err, p.logs())
-		case <-deadline:
-			t.Fatalf("kvrouter %s not ready within 60s:\n%s", p.name, p.logs())
-		}
-	}
-	return p, matches
+	return p, m
 }
 
 func (p *proc) stop(t *testing.T) {
-	terminate(t, "kvrouter "+p.name, p.cmd, p.exited, func() error { return p.err }, p.logs)
-}
-
-// terminate sends SIGTERM to a test's child process and waits for a clean exit (killing it after 30 s);
-// it reports an unclean or late exit. exitErr and logs are read after exited is closed.
-func terminate(t *testing.T, name string, cmd *exec.Cmd, exited <-chan struct{}, exitErr func() error, logs func() string) {
-	select {
-	case <-exited:
-		return
-	default:
-	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-exited:
-		if err := exitErr(); err != nil {
-			t.Errorf("%s exited uncleanly after SIGTERM: %v\n%s", name, err, logs())
-		}
-	case <-time.After(30 * time.Second):
-		_ = cmd.Process.Kill()
-		<-exited
-		t.Errorf("%s did not stop within 30s of SIGTERM", name)
+	if err := p.Stop(childTimeout / 2); err != nil {
+		t.Error(err)
 	}
 }
 
@@ -124,7 +51,6 @@ type mockEngine struct {
 var (
 	engineReadyRE = regexp.MustCompile(`msg="engine ready" name=(\S+) http=(\S+) events=(\S+) replay=(\S*)`)
 	allReadyRE    = regexp.MustCompile(`msg="all engines ready" count=(\d+)`)
-	listeningRE   = regexp.MustCompile(`msg=listening addr=(\S+)`)
 )
 
 // startMock starts `kvrouter mock --engines n` on ephemeral ports with extra flags.
@@ -154,7 +80,7 @@ func ingestFlags(engines []mockEngine) []string {
 // startIngest starts `kvrouter ingest` and returns its base URL.
 func startIngest(t *testing.T, args ...string) (*proc, string) {
 	t.Helper()
-	p, m := startProc(t, []*regexp.Regexp{listeningRE}, append([]string{"ingest", "--addr", "127.0.0.1:0"}, args...)...)
+	p, m := startProc(t, []*regexp.Regexp{bench.ListeningRE}, append([]string{"ingest", "--addr", "127.0.0.1:0"}, args...)...)
 	return p, "http://" + m[0][0][1]
 }
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -248,18 +247,10 @@ func TestServeEndToEndMemory(t *testing.T) {
 	}
 }
 
-// startRedisServe starts serve on a real Redis, or skips when the binary has no Redis store yet.
+// startRedisServe starts serve on a real Redis.
 func startRedisServe(t *testing.T, url string, args ...string) *serveProc {
 	t.Helper()
-	p, err := startServeErr(t, append([]string{"--store", url}, args...)...)
-	var ex *errServeExited
-	if errors.As(err, &ex) && strings.Contains(ex.log, "not built into this binary") {
-		t.Skip("the Redis store is not wired into `kvrouter serve` yet (openRedisStore returns \"not built\"); skipping the Redis variant")
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return startServe(t, append([]string{"--store", url}, args...)...)
 }
 
 func TestServeEndToEndRedis(t *testing.T) {

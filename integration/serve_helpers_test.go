@@ -1,8 +1,6 @@
 package integration
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,11 +9,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kvrouter/kvrouter/internal/bench"
 )
 
 // Helpers for the `kvrouter serve` end-to-end tests: build the real binary once, start it on a free
@@ -51,20 +50,13 @@ func kvrouterBinary(t *testing.T) string {
 
 // serveProc is one running `kvrouter serve`.
 type serveProc struct {
-	URL    string
-	cmd    *exec.Cmd
-	mu     sync.Mutex
-	stderr bytes.Buffer
-	exited chan struct{}
-	err    error
+	URL string
+	*bench.Child
 }
 
-var listenRE = regexp.MustCompile(`msg=listening addr=(\S+)`)
-
-// errServeExited is returned by startServeErr when the process exits before listening.
-type errServeExited struct{ log string }
-
-func (e *errServeExited) Error() string { return "kvrouter serve exited before listening:\n" + e.log }
+// childTimeout bounds a child's start (ready lines, /readyz) and its stop after SIGTERM; generous for a
+// loaded 2-core machine.
+const childTimeout = 60 * time.Second
 
 // startServe starts `kvrouter serve --addr 127.0.0.1:0 args...` and waits until /readyz answers 200.
 // The process gets SIGTERM (then SIGKILL) at cleanup.
@@ -79,78 +71,35 @@ func startServe(t *testing.T, args ...string) *serveProc {
 
 func startServeErr(t *testing.T, args ...string) (*serveProc, error) {
 	t.Helper()
-	bin := kvrouterBinary(t)
-	p := &serveProc{exited: make(chan struct{})}
-	p.cmd = exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...)
-	p.cmd.Env = serveEnv()
-	pr, err := p.cmd.StderrPipe()
+	c, url, err := bench.StartServe(kvrouterBinary(t), serveEnv(), childTimeout, args...)
 	if err != nil {
 		return nil, err
 	}
-	if err := p.cmd.Start(); err != nil {
-		return nil, err
-	}
-	addrc := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(pr)
-		sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-		sent := false
-		for sc.Scan() {
-			line := sc.Text()
-			p.mu.Lock()
-			p.stderr.WriteString(line + "\n")
-			p.mu.Unlock()
-			if m := listenRE.FindStringSubmatch(line); m != nil && !sent {
-				addrc <- m[1]
-				sent = true
-			}
-		}
-		io.Copy(io.Discard, pr)
-		p.err = p.cmd.Wait()
-		close(p.exited)
-	}()
+	p := &serveProc{URL: url, Child: c}
 	t.Cleanup(func() { p.stop(t) })
-	select {
-	case addr := <-addrc:
-		p.URL = "http://" + addr
-	case <-p.exited:
-		return nil, &errServeExited{p.log()}
-	case <-time.After(60 * time.Second):
-		return nil, fmt.Errorf("kvrouter serve did not listen within 60s:\n%s", p.log())
-	}
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(childTimeout)
 	for {
 		st, _, err := p.do("GET", "/readyz", "")
 		if err == nil && st == 200 {
 			return p, nil
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("/readyz not 200 within 60s (last %d %v):\n%s", st, err, p.log())
+			return nil, fmt.Errorf("/readyz not 200 within %s (last %d %v):\n%s", childTimeout, st, err, p.log())
 		}
 		time.Sleep(20 * time.Millisecond) // polling interval, not a timing assumption
 	}
 }
 
 // serveEnv is the environment without KVROUTER_* variables (they would configure the server).
-func serveEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "KVROUTER_") {
-			env = append(env, kv)
-		}
-	}
-	return env
-}
+func serveEnv() []string { return bench.CleanEnv() }
 
-func (p *serveProc) log() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.stderr.String()
-}
+func (p *serveProc) log() string { return p.Log() }
 
 // stop sends SIGTERM and waits for a clean exit; it reports an unclean one.
 func (p *serveProc) stop(t *testing.T) {
-	terminate(t, "kvrouter serve", p.cmd, p.exited, func() error { return p.err }, p.log)
+	if err := p.Stop(childTimeout / 2); err != nil {
+		t.Error(err)
+	}
 }
 
 // httpClient waits for "100 Continue" before sending a body when the request asks for it, so a server

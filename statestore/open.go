@@ -12,6 +12,11 @@ type OpenOptions struct {
 	// so a replay or benchmark never sees or disturbs a live router's state. The memory store is always
 	// fresh. Default false (the shared "kvr:" namespace).
 	Fresh bool
+	// Prefix is the Redis key namespace (e.g. a benchmark index kept between runs); it wins over Fresh.
+	// Default "" = "kvr:", or a fresh one.
+	Prefix string
+	// RouteScript replaces the route script's source (RedisOptions.RouteScript). Default "" = embedded.
+	RouteScript string
 	// RedisTimeout bounds one Redis command's write and reply (RedisDialOptions.ConnWriteTimeout).
 	// Default 0 = OpenRedis' default (15 s).
 	RedisTimeout time.Duration
@@ -23,11 +28,16 @@ func Open(url string, o OpenOptions) (Store, error) {
 	if url == "" || url == "memory" {
 		return NewMemory(), nil
 	}
-	d := RedisDialOptions{ConnWriteTimeout: o.RedisTimeout}
-	if o.Fresh {
-		var b [6]byte
-		rand.Read(b[:])
-		d.Prefix = "kvr:run-" + hex.EncodeToString(b[:]) + ":"
+	d := RedisDialOptions{ConnWriteTimeout: o.RedisTimeout, Prefix: o.Prefix, RouteScript: o.RouteScript}
+	if o.Fresh && d.Prefix == "" {
+		d.Prefix = FreshPrefix()
 	}
 	return OpenRedis(url, d)
+}
+
+// FreshPrefix returns a Redis key prefix no other run uses: "kvr:run-<12 hex digits>:".
+func FreshPrefix() string {
+	var b [6]byte
+	rand.Read(b[:])
+	return "kvr:run-" + hex.EncodeToString(b[:]) + ":"
 }

@@ -36,6 +36,9 @@ type RedisOptions struct {
 	Name string
 	// Prefix is prepended to every key (a namespace; must not contain '{' or '}'). Default "kvr:".
 	Prefix string
+	// RouteScript replaces the embedded route script's source (library included, as luascripts.Source
+	// builds it): `kvrouter bench route --route-script` times variants of it. Default "" = the embedded.
+	RouteScript string
 }
 
 var _ Store = (*Redis)(nil)
@@ -62,6 +65,9 @@ func NewRedis(c rueidis.Client, opts RedisOptions) (*Redis, error) {
 		src, err := luascripts.Source(n)
 		if err != nil {
 			return nil, err
+		}
+		if n == "route" && opts.RouteScript != "" {
+			src = opts.RouteScript
 		}
 		if n == "resolve_parents" {
 			r.scripts[n] = rueidis.NewLuaScriptReadOnly(src)

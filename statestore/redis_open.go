@@ -22,6 +22,8 @@ type RedisDialOptions struct {
 	ConnWriteTimeout time.Duration
 	// BlockingPoolSize is rueidis' pool for blocking commands (none are used), default rueidis' own.
 	BlockingPoolSize int
+	// RouteScript: RedisOptions.RouteScript (profiling variants). Default "" = the embedded script.
+	RouteScript string
 }
 
 // ParseRedisURL turns a store URL into rueidis options and a display name without credentials.
@@ -103,7 +105,7 @@ func OpenRedis(url string, o RedisDialOptions) (*Redis, error) {
 	if prefix == "" {
 		prefix = "kvr:"
 	}
-	st, err := NewRedis(c, RedisOptions{Name: name, Prefix: prefix})
+	st, err := NewRedis(c, RedisOptions{Name: name, Prefix: prefix, RouteScript: o.RouteScript})
 	if err != nil {
 		c.Close()
 		return nil, err
