@@ -16,7 +16,9 @@ var ErrInvalidUTF8 = errors.New("tokenizer: encode: text is not valid UTF-8")
 // pre-tokenizers → BPE per piece. All fields are read-only after Load.
 type bpeTokenizer struct {
 	name string
-	bos  []uint32
+	// bos is what Encode prepends (prefix when Options.AddBOS, else nil); prefix is what
+	// add_special_tokens=True would prepend, whatever the options (Segmenter.Prefix).
+	bos, prefix []uint32
 	// rawAdded holds added tokens matched before normalisation (normalized: false, the usual case
 	// for special tokens); normAdded those matched in the normalised text (normalized: true).
 	rawAdded, normAdded *addedMatcher
@@ -36,7 +38,7 @@ type encodeScratch struct {
 var encodeScratchPool = sync.Pool{New: func() any { return new(encodeScratch) }}
 
 func (t *bpeTokenizer) Encode(text string) ([]uint32, error) {
-	if !utf8.ValidString(text) {
+	if !validUTF8(text) {
 		return nil, ErrInvalidUTF8
 	}
 	// About 4 bytes per token in English; over-allocating a little is cheaper than regrowing.
@@ -50,24 +52,17 @@ func (t *bpeTokenizer) Encode(text string) ([]uint32, error) {
 			ids = append(ids, tok.id)
 			return nil
 		}
-		if len(t.norm) > 0 {
-			part = t.norm.apply(part)
-		}
-		return t.normAdded.split(part, func(sub string, tok *addedToken) error {
-			if tok != nil {
-				ids = append(ids, tok.id)
-				return nil
-			}
-			var err error
-			ids, err = t.encodeText(ids, sub, sc)
-			return err
-		})
+		var err error
+		ids, err = t.appendSegment(ids, part, sc)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: encode: %w", err)
 	}
 	return ids, nil
 }
+
+func validUTF8(s string) bool { return utf8.ValidString(s) }
 
 // encodeText pre-tokenises a stretch of text free of added tokens and appends its BPE ids.
 func (t *bpeTokenizer) encodeText(ids []uint32, s string, sc *encodeScratch) ([]uint32, error) {

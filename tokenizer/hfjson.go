@@ -140,13 +140,20 @@ func loadHFJSON(data []byte, opts Options) (*bpeTokenizer, error) {
 		}
 	}
 	t.rawAdded, t.normAdded = newAddedMatcher(raw), newAddedMatcher(normd)
+	prefix, err := hfBOS(f.PostProcessor)
 	if opts.AddBOS {
-		if t.bos, err = hfBOS(f.PostProcessor); err != nil {
+		if err != nil {
 			return nil, err
 		}
-		if len(t.bos) == 0 {
+		if len(prefix) == 0 {
 			return nil, errors.New("AddBOS: the post-processor adds no BOS token")
 		}
+		t.bos = prefix
+	}
+	// Without AddBOS a post-processor this reader does not understand only leaves Prefix empty;
+	// callers that need it (completions prompts) load with AddBOS to see the error.
+	if err == nil {
+		t.prefix = prefix
 	}
 	return t, nil
 }

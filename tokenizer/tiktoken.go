@@ -83,12 +83,14 @@ func loadTiktoken(data []byte, dir string, opts Options) (*bpeTokenizer, error) 
 		}
 	}
 	t.rawAdded = newAddedMatcher(specials)
+	if tok, end := t.rawAdded.longestAt(bosText, 0); tok >= 0 && end == len(bosText) {
+		t.prefix = []uint32{t.rawAdded.tokens[tok].id}
+	}
 	if opts.AddBOS {
-		tok, end := t.rawAdded.longestAt(bosText, 0)
-		if tok < 0 || end != len(bosText) {
+		if t.prefix == nil {
 			return nil, fmt.Errorf("AddBOS: BOS token %q is not among the special tokens", bosText)
 		}
-		t.bos = []uint32{t.rawAdded.tokens[tok].id}
+		t.bos = t.prefix
 	}
 	return t, nil
 }

@@ -5,6 +5,8 @@
 // engine's own POST /tokenize (cached by prompt digest); or nothing (load-only routing).
 package prompt
 
+import "errors"
+
 // Kind is the OpenAI endpoint a body belongs to.
 type Kind uint8
 
@@ -32,3 +34,11 @@ type Result struct {
 	Known  bool
 	Source Source
 }
+
+// ErrBadRequest marks errors in the request body: not JSON, fields of the wrong type, a
+// conversation its chat template refuses (raise_exception). The gateway answers 400.
+var ErrBadRequest = errors.New("prompt: bad request")
+
+// ErrTemplate marks a chat template that failed to render for a reason other than the request
+// (a construct the Go Jinja engine lacks, a template bug). The gateway may route by load only.
+var ErrTemplate = errors.New("prompt: chat template failed")
