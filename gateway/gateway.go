@@ -63,6 +63,13 @@ func New(rt *core.Router, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	opts = opts.withDefaults()
+	if opts.Tokenizer == nil {
+		r, err := prompt.NewResolver(prompt.Options{})
+		if err != nil {
+			return nil, err
+		}
+		opts.Tokenizer = r
+	}
 	return &Gateway{rt: rt, opts: opts, models: newModelCache(rt, opts.ModelCacheTTL), ups: newUpstreams(opts),
 		log: opts.Logger, m: opts.Metrics}, nil
 }
@@ -213,8 +220,9 @@ func (g *Gateway) proxy(ctx context.Context, req Request, kind prompt.Kind, star
 	return f.run(ctx, req, in)
 }
 
-// tokens asks the Tokenizer. A bad prompt (statestore.ErrInvalid) is the client's 400; any other failure
-// routes by load only (a tokenizer or tokenize endpoint failing must not take the gateway down with it).
+// tokens asks the Tokenizer. A bad body (prompt.ErrBadRequest) is the client's 400; any other failure
+// (a template the engine-less renderer cannot run, a tokenize endpoint down, a tokenizer file missing)
+// routes by load only: tokens make routing better, they must not make the gateway fail.
 func (g *Gateway) tokens(ctx context.Context, pe poolEntry, kind prompt.Kind, body []byte) (prompt.Result, error) {
 	engineURL := ""
 	if pe.cfg.TokenizeMode() == statestore.TokenizeEngine {
@@ -227,12 +235,12 @@ func (g *Gateway) tokens(ctx context.Context, pe poolEntry, kind prompt.Kind, bo
 		}
 		engineURL = u
 	}
-	res, err := g.opts.Tokenizer.Tokens(ctx, pe.cfg, kind, body, engineURL)
+	res, err := g.opts.Tokenizer.Tokens(ctx, prompt.Request{Pool: pe.name, Config: pe.cfg, Kind: kind, Body: body, EngineURL: engineURL})
 	if err != nil {
-		if errors.Is(err, statestore.ErrInvalid) {
-			return res, err
+		if errors.Is(err, prompt.ErrBadRequest) {
+			return res, fmt.Errorf("%w: %v", statestore.ErrInvalid, err)
 		}
-		g.log.Warn("gateway: tokenize failed; routing by load only", "pool", pe.name, "err", err)
+		g.log.Warn("gateway: no tokens; routing by load only", "pool", pe.name, "err", err)
 		return prompt.Result{Source: prompt.SourceNone}, nil
 	}
 	return res, nil

@@ -270,6 +270,7 @@ func TestErrorsInOpenAIShape(t *testing.T) {
 		{"missing model", "POST", "/v1/chat/completions", `{"messages":[]}`, 404, gateway.CodeModelNotFound},
 		{"bad json", "POST", "/v1/completions", `{"model":`, 400, "invalid_argument"},
 		{"model not a string", "POST", "/v1/completions", `{"model":7}`, 400, "invalid_argument"},
+		{"bad prompt", "POST", "/v1/completions", `{"model":"m","prompt":{"x":1}}`, 400, "invalid_argument"},
 		{"wrong method", "GET", "/v1/completions", ``, 405, gateway.CodeMethodNotAllowed},
 		{"bad session", "POST", "/v1/completions", `{"model":"m","prompt":"x"}`, 400, "invalid_argument"},
 	} {
