@@ -27,13 +27,14 @@ import (
 
 const gwModel = "mock-model"
 
-// gatewayConfig writes serve's YAML configuration: the default pool serves the mock's model; leases last
+// gatewayConfig writes serve's YAML configuration: the default pool serves the mock's model and learns
+// text and chat prompts' tokens from the engines' POST /tokenize (the mock's tokenizer); leases last
 // 10 minutes (so a freed load proves done, not expiry) and so does an unhealthy worker's back-off (so a
 // worker marked unhealthy stays skipped for the whole test).
 func gatewayConfig(t *testing.T) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "serve.yaml")
-	cfg := "pools:\n  default:\n    block_size: 16\n    models: [" + gwModel + "]\n    lease_ttl_ms: 600000\n    unhealthy_backoff_ms: 600000\n"
+	cfg := "pools:\n  default:\n    block_size: 16\n    models: [" + gwModel + "]\n    tokenize: engine\n    lease_ttl_ms: 600000\n    unhealthy_backoff_ms: 600000\n"
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +185,8 @@ func runGatewayScenario(t *testing.T, gws []string, engines []mockEngine) {
 		}
 	})
 	t.Run("ChatStream", func(t *testing.T) { chatStream(t, gws) })
-	t.Run("Conversation", func(t *testing.T) { conversation(t, gws, admin) })
+	t.Run("CompletionConversation", func(t *testing.T) { conversation(t, gws, admin, completionTurns()) })
+	t.Run("ChatConversation", func(t *testing.T) { conversation(t, gws, admin, chatTurns()) })
 	t.Run("ClientDisconnect", func(t *testing.T) { clientDisconnect(t, gws[len(gws)-1], admin) })
 	t.Run("RefusedEngineRetried", func(t *testing.T) { refusedEngineRetried(t, gws[0], admin) })
 	t.Run("MidStreamFailure", func(t *testing.T) { midStreamFailure(t, gws[len(gws)-1], admin, engines) })
@@ -215,7 +217,7 @@ func chatStream(t *testing.T, gws []string) {
 			t.Fatalf("%d chunks, text %q: want 8 tokens", chunks, text.String())
 		}
 		if resp == nil || resp.Header.Get("X-Kvrouter-Worker") == "" || resp.Header.Get("X-Kvrouter-Request-Id") == "" ||
-			resp.Header.Get("X-Kvrouter-Overlap") != "unknown" {
+			resp.Header.Get("X-Kvrouter-Overlap") != "" {
 			t.Fatalf("gateway headers missing: %v", resp)
 		}
 		requireLoadsZero(t, g, "a chat stream")
@@ -239,39 +241,23 @@ func chatStream(t *testing.T, gws []string) {
 	}
 }
 
+// turnFunc sends turn number turn (1-based) of a conversation through a client and returns the answer's
+// response (headers), the engine's cached_tokens and prompt_tokens.
+type turnFunc func(t *testing.T, c openai.Client, turn int) (resp *http.Response, cached, promptTokens int64)
+
 // conversation: six turns, each prompt the previous one plus new tokens, stay on one worker with growing
 // overlap (the gateway's header) and growing cached_tokens (the engine's usage).
-func conversation(t *testing.T, gws []string, admin string) {
-	var prompt []int64
-	for i := 0; i < 70; i++ {
-		prompt = append(prompt, int64(20000+i))
-	}
+func conversation(t *testing.T, gws []string, admin string, send turnFunc) {
 	worker, lastOverlap, lastCached := "", -1, int64(-1)
 	for turn := 1; turn <= 6; turn++ {
 		g := gws[turn%len(gws)]
-		c := gwClient(g)
-		var resp *http.Response
-		stream := c.Completions.NewStreaming(context.Background(), openai.CompletionNewParams{
-			Model:         openai.CompletionNewParamsModel(gwModel),
-			Prompt:        openai.CompletionNewParamsPromptUnion{OfArrayOfTokens: prompt},
-			MaxTokens:     openai.Int(4),
-			StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
-		}, option.WithResponseInto(&resp))
-		cached := int64(-1)
-		for stream.Next() {
-			if u := stream.Current().Usage; u.PromptTokens > 0 {
-				cached = u.PromptTokensDetails.CachedTokens
-			}
-		}
-		if err := stream.Err(); err != nil {
-			t.Fatalf("turn %d: %v", turn, err)
-		}
+		resp, cached, promptTokens := send(t, gwClient(g), turn)
 		w := resp.Header.Get("X-Kvrouter-Worker")
 		overlap, err := strconv.Atoi(resp.Header.Get("X-Kvrouter-Overlap-Blocks"))
 		if err != nil || resp.Header.Get("X-Kvrouter-Overlap") != "" {
-			t.Fatalf("turn %d: overlap headers %v", turn, resp.Header)
+			t.Fatalf("turn %d: overlap headers %v (want known tokens)", turn, resp.Header)
 		}
-		t.Logf("turn %d via %s: worker %s, %d prompt tokens, overlap %d blocks, cached_tokens %d", turn, g, w, len(prompt), overlap, cached)
+		t.Logf("turn %d via %s: worker %s, %d prompt tokens, overlap %d blocks, cached_tokens %d", turn, g, w, promptTokens, overlap, cached)
 		if turn == 1 {
 			worker = w
 		} else {
@@ -285,16 +271,79 @@ func conversation(t *testing.T, gws []string, admin string) {
 		lastOverlap, lastCached = overlap, cached
 		requireLoadsZero(t, admin, fmt.Sprintf("turn %d", turn))
 		// The next turn routes on this turn's blocks: wait until the engine's KV events reached the index.
-		want := int64(len(prompt) / 16)
+		want := promptTokens / 16
 		waitFor(t, 30*time.Second, "the router's index holds the turn's blocks", func() string {
 			if got := workerBlocks(t, admin)[worker]; got < want {
 				return fmt.Sprintf("%s: %d blocks indexed, want >= %d", worker, got, want)
 			}
 			return ""
 		})
-		for i := 0; i < 40; i++ {
-			prompt = append(prompt, int64(30000+turn*100+i))
+	}
+}
+
+// completionTurns: streamed completions whose token-array prompt grows by 40 tokens a turn.
+func completionTurns() turnFunc {
+	var prompt []int64
+	for i := 0; i < 70; i++ {
+		prompt = append(prompt, int64(20000+i))
+	}
+	return func(t *testing.T, c openai.Client, turn int) (*http.Response, int64, int64) {
+		if turn > 1 {
+			for i := 0; i < 40; i++ {
+				prompt = append(prompt, int64(30000+turn*100+i))
+			}
 		}
+		var resp *http.Response
+		stream := c.Completions.NewStreaming(context.Background(), openai.CompletionNewParams{
+			Model:         openai.CompletionNewParamsModel(gwModel),
+			Prompt:        openai.CompletionNewParamsPromptUnion{OfArrayOfTokens: prompt},
+			MaxTokens:     openai.Int(4),
+			StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
+		}, option.WithResponseInto(&resp))
+		var cached, promptTokens int64 = -1, 0
+		for stream.Next() {
+			if u := stream.Current().Usage; u.PromptTokens > 0 {
+				cached, promptTokens = u.PromptTokensDetails.CachedTokens, u.PromptTokens
+			}
+		}
+		if err := stream.Err(); err != nil {
+			t.Fatalf("turn %d: %v", turn, err)
+		}
+		return resp, cached, promptTokens
+	}
+}
+
+// chatTurns: a streamed chat whose messages grow by the assistant's answer and a new user message a turn;
+// the gateway learns the tokens from the engine's POST /tokenize (the pool's tokenize: engine).
+func chatTurns() turnFunc {
+	var msgs []openai.ChatCompletionMessageParamUnion
+	return func(t *testing.T, c openai.Client, turn int) (*http.Response, int64, int64) {
+		words := make([]string, 40)
+		for i := range words {
+			words[i] = fmt.Sprintf("w%d_%d", turn, i)
+		}
+		msgs = append(msgs, openai.UserMessage(strings.Join(words, " ")))
+		var resp *http.Response
+		stream := c.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{
+			Model: gwModel, Messages: msgs, MaxTokens: openai.Int(6),
+			StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
+		}, option.WithResponseInto(&resp))
+		var answer strings.Builder
+		var cached, promptTokens int64 = -1, 0
+		for stream.Next() {
+			ch := stream.Current()
+			if len(ch.Choices) > 0 {
+				answer.WriteString(ch.Choices[0].Delta.Content)
+			}
+			if ch.Usage.PromptTokens > 0 {
+				cached, promptTokens = ch.Usage.PromptTokensDetails.CachedTokens, ch.Usage.PromptTokens
+			}
+		}
+		if err := stream.Err(); err != nil {
+			t.Fatalf("turn %d: %v", turn, err)
+		}
+		msgs = append(msgs, openai.AssistantMessage(answer.String()))
+		return resp, cached, promptTokens
 	}
 }
 
