@@ -27,6 +27,7 @@ func runBenchGateway(ctx context.Context, args []string) error {
 	storeURL := storeFlag(fs)
 	engines := fs.Int("engines", 4, "in-process mock engines")
 	speedup := fs.Float64("speedup", 1000, "the mock engines' virtual time speedup (high: the engines add little time of their own)")
+	itl := fs.Duration("itl", time.Millisecond, "in-process engines: least wall-clock interval between two streamed chunks (the per-chunk comparison needs paced chunks)")
 	prompt := fs.Int("prompt", 256, "prompt length, tokens")
 	prompts := fs.Int("prompts", 64, "distinct prompts (requests cycle through them)")
 	maxTokens := fs.Int("max-tokens", 8, "output tokens of a non-streaming request")
@@ -42,7 +43,7 @@ func runBenchGateway(ctx context.Context, args []string) error {
 		MaxTokens: *maxTokens, StreamTokens: *streamTokens, Rate: *rate, Duration: *duration,
 		SaturationDuration: *satDuration, SaturationClients: *satClients}
 	if o.Gateway == "" {
-		f, err := bench.StartGatewayFleet(ctx, *storeURL, *engines, *speedup)
+		f, err := bench.StartGatewayFleet(ctx, *storeURL, *engines, *speedup, *itl)
 		if err != nil {
 			return err
 		}

@@ -46,7 +46,8 @@ type GatewayLatency struct {
 	P50us    float64 `json:"p50_us"`
 	P99us    float64 `json:"p99_us"`
 	// Streaming runs: time to the first chunk (P50us/P99us are to the end of the stream), and the mean
-	// time per chunk after the first, per stream.
+	// interval between chunks after the first, per stream (with paced engines: the engine's pace plus
+	// whatever the path adds per chunk).
 	TTFTP50us     float64 `json:"ttft_p50_us,omitempty"`
 	TTFTP99us     float64 `json:"ttft_p99_us,omitempty"`
 	PerChunkP50us float64 `json:"per_chunk_p50_us,omitempty"`

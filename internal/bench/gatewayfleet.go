@@ -23,9 +23,10 @@ type GatewayFleet struct {
 	stop    func()
 }
 
-// StartGatewayFleet starts n mock engines (virtual time speedup×) and a gateway over store, with a fresh
-// pool and model name so a shared Redis is never disturbed (the pool is left behind, with its workers).
-func StartGatewayFleet(ctx context.Context, store string, n int, speedup float64) (*GatewayFleet, error) {
+// StartGatewayFleet starts n mock engines (virtual time speedup×, streamed tokens at least itl apart in
+// wall-clock time) and a gateway over store, with a fresh pool and model name so a shared Redis is never
+// disturbed (the pool is left behind, with its workers).
+func StartGatewayFleet(ctx context.Context, store string, n int, speedup float64, itl time.Duration) (*GatewayFleet, error) {
 	if n < 1 {
 		return nil, errors.New("at least one engine")
 	}
@@ -44,7 +45,7 @@ func StartGatewayFleet(ctx context.Context, store string, n int, speedup float64
 	}
 	for i := 0; i < n; i++ {
 		s, err := mock.Start(fctx, mock.Config{Name: fmt.Sprintf("e%d", i+1), Model: f.Model, Speedup: speedup,
-			ReplayEndpoint: "none", Seed: uint64(i + 1), Logger: quiet})
+			ITLMs: float64(itl) / float64(time.Millisecond) * speedup, ReplayEndpoint: "none", Seed: uint64(i + 1), Logger: quiet})
 		if err != nil {
 			cancel()
 			for _, s := range servers {
