@@ -18,7 +18,7 @@ func init() {
 
 func runBenchGateway(ctx context.Context, args []string) error {
 	fs := newFlagSet("bench gateway", "bench gateway [--url http://gateway [--pool P --model M] | --store memory|redis://… --engines N] [--rate R] [--duration D]\n\n"+
-		"Sends the same token-array completions, at the same fixed rate, to the engines directly and through the gateway,\n"+
+		"Sends the same token-array completions at a fixed rate, alternately to the engines directly and through the gateway,\n"+
 		"non-streaming and streaming, and reports the gateway's added latency (p50/p99, per chunk) and its saturation.\n"+
 		"Without --url it starts mock engines and a gateway in-process (the gateway on --store).")
 	gwURL := fs.String("url", "", "an already running gateway; its pool's workers (GET /v1/workers?pool=) are the direct baseline")
@@ -32,8 +32,8 @@ func runBenchGateway(ctx context.Context, args []string) error {
 	prompts := fs.Int("prompts", 64, "distinct prompts (requests cycle through them)")
 	maxTokens := fs.Int("max-tokens", 8, "output tokens of a non-streaming request")
 	streamTokens := fs.Int("stream-tokens", 32, "output tokens (chunks) of a streaming request")
-	rate := fs.Float64("rate", 0, "fixed request rate, requests/s; 0 = half of the gateway's measured saturation")
-	duration := fs.Duration("duration", 5*time.Second, "length of each fixed-rate run (4 runs: direct and gateway, non-streaming and streaming)")
+	rate := fs.Float64("rate", 0, "fixed request rate, requests/s, direct and gateway requests alternating; 0 = half of the gateway's closed-loop saturation in each mode")
+	duration := fs.Duration("duration", 5*time.Second, "length of each fixed-rate run (2 runs: non-streaming and streaming)")
 	satDuration := fs.Duration("saturation-duration", 3*time.Second, "length of each saturation run")
 	satClients := fs.Int("saturation-clients", 32, "closed-loop clients of the saturation runs")
 	if err := parseFlags(fs, args); err != nil {
