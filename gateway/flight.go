@@ -34,6 +34,25 @@ type flight struct {
 
 	resp *fasthttp.Response // the worker's streaming answer (Streaming responses only)
 	sent time.Time          // when the request went to the worker
+
+	// end is the bookkeeping left for Finish (release and health report of a successful answer).
+	end     func()
+	endOnce sync.Once
+}
+
+// finish runs the bookkeeping left for Finish, once.
+func (f *flight) finish() {
+	f.endOnce.Do(func() {
+		if f.end != nil {
+			f.end()
+		}
+	})
+}
+
+// succeeded releases the load and reports a healthy worker.
+func (f *flight) succeeded() {
+	f.release()
+	f.report(true)
 }
 
 // run routes and forwards, routing again without the failed worker after a connect failure or a 429/503
@@ -180,7 +199,7 @@ func (f *flight) forward(ctx context.Context, req Request) (*Response, string) {
 	hdr := f.headers(resp)
 	if status == http.StatusOK && bytes.HasPrefix(resp.Header.ContentType(), []byte("text/event-stream")) {
 		f.resp = resp
-		return &Response{Status: status, Header: hdr, fl: f}, ""
+		return &Response{Status: status, Header: hdr, fl: f, stream: true}, ""
 	}
 	body, rerr := readBody(resp, g.opts.MaxResponseBytes)
 	fasthttp.ReleaseResponse(resp)
@@ -213,8 +232,10 @@ func (f *flight) forward(ctx context.Context, req Request) (*Response, string) {
 		f.fail(reason5xx)
 		return ans, ""
 	}
-	f.release()
-	f.report(true)
+	// Released by Finish, once the answer is on its way: the store round trip of done stays off the
+	// client's latency.
+	f.end = f.succeeded
+	ans.fl = f
 	return ans, ""
 }
 
@@ -338,8 +359,7 @@ func (f *flight) stream(w ChunkWriter) {
 	g.m.request(f.pool, status)
 	switch status {
 	case http.StatusOK:
-		f.release()
-		f.report(true)
+		f.end = f.succeeded // Finish: after the end of the stream went out
 	case StatusClientGone:
 		f.release()
 	}
