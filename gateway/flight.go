@@ -102,7 +102,7 @@ func (f *flight) book(d statestore.Decision) {
 	tick = func() {
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		if f.released || f.dec.RequestID != id {
+		if f.released || f.dec.RequestID != id || f.leaseTTL == 0 {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), f.g.opts.StoreTimeout)
@@ -114,6 +114,17 @@ func (f *flight) book(d statestore.Decision) {
 		f.renew = time.AfterFunc(half, tick)
 	}
 	f.renew = time.AfterFunc(half, tick)
+}
+
+// stopRenewal stops renewing the lease: the worker has finished the request, so nothing may keep the
+// lease alive any more, not even a caller that never calls Finish.
+func (f *flight) stopRenewal() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.renew != nil {
+		f.renew.Stop()
+	}
+	f.leaseTTL = 0
 }
 
 // release ends the booking at once (done), so the load never waits for the lease TTL.
@@ -234,6 +245,7 @@ func (f *flight) forward(ctx context.Context, req Request) (*Response, string) {
 	}
 	// Released by Finish, once the answer is on its way: the store round trip of done stays off the
 	// client's latency.
+	f.stopRenewal()
 	f.end = f.succeeded
 	ans.fl = f
 	return ans, ""
@@ -359,6 +371,7 @@ func (f *flight) stream(w ChunkWriter) {
 	g.m.request(f.pool, status)
 	switch status {
 	case http.StatusOK:
+		f.stopRenewal()
 		f.end = f.succeeded // Finish: after the end of the stream went out
 	case StatusClientGone:
 		f.release()
