@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -64,16 +63,9 @@ func TestGatewayStreamOutlivesWriteTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(sctx, ln) }()
-	defer func() { cancel(); <-done }()
+	base := serveLoopback(t, s)
 
-	resp, err := http.Post("http://"+ln.Addr().String()+"/v1/completions", "application/json",
+	resp, err := http.Post(base+"/v1/completions", "application/json",
 		strings.NewReader(`{"model":"m","prompt":"x","stream":true}`))
 	if err != nil {
 		t.Fatal(err)
