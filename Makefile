@@ -57,8 +57,9 @@ lint:
 ## demo: the one-command showcase (SPEC §2): builds bin/kvrouter, then runs `kvrouter demo` on the
 ## trace embedded in the binary (writes demo.png)
 demo:
-	@echo "building kvrouter into bin/kvrouter (a first run compiles the dependencies: about a minute)…"
-	$(GO) build -o bin/kvrouter ./cmd/kvrouter
+	@echo "building kvrouter into bin/kvrouter (a first run compiles ~500 packages: one to a few minutes)…"
+	@set -o pipefail; $(GO) build -v -o bin/kvrouter ./cmd/kvrouter 2>&1 | \
+		awk '/^#|^go: |:[0-9]+:/ { print; next } { n++; if (n % 50 == 0) { printf "  … %d packages compiled\n", n; fflush() } }'
 	@echo "running bin/kvrouter demo$(if $(DEMO_ARGS), $(DEMO_ARGS)) (the Mooncake conversation trace embedded in the binary; about 10-30 s)…"
 	./bin/kvrouter demo $(DEMO_ARGS)
 

@@ -2,8 +2,10 @@
 // (prefill_done / done) and events. Each accepts Lambda Function URL and API Gateway HTTP API (payload
 // v2) events — the two share one JSON shape — and only translates: the request goes to the same
 // transport-free api layer as `kvrouter serve`, so decisions, validation and errors are identical.
+// The gateway function (GatewayHandler, cmd/lambda-gateway) serves the OpenAI-compatible endpoints with a
+// streamed response over the same proxy core as `kvrouter serve` (package gateway).
 // The store (a Redis client) and the router are created once per execution environment, outside the
-// handler (see Setup and the cmd/lambda-* mains).
+// handler (see Setup, SetupGateway and the cmd/lambda-* mains).
 package functions
 
 import (

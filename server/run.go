@@ -117,14 +117,16 @@ func Run(ctx context.Context, cfg Config) error {
 }
 
 // logger builds the configured logger on LogOutput (default stderr).
-func (c Config) logger() *slog.Logger {
-	level, _ := ParseLogLevel(c.LogLevel)
-	hopts := &slog.HandlerOptions{Level: level}
-	var w io.Writer = os.Stderr
-	if c.LogOutput != nil {
-		w = c.LogOutput
+func (c Config) logger() *slog.Logger { return newLogger(c.LogLevel, c.LogFormat, c.LogOutput) }
+
+// newLogger returns a text or json logger at a level (validated by the caller) on w (nil: stderr).
+func newLogger(level, format string, w io.Writer) *slog.Logger {
+	lvl, _ := ParseLogLevel(level)
+	hopts := &slog.HandlerOptions{Level: lvl}
+	if w == nil {
+		w = os.Stderr
 	}
-	if c.LogFormat == "json" {
+	if format == "json" {
 		return slog.New(slog.NewJSONHandler(w, hopts))
 	}
 	return slog.New(slog.NewTextHandler(w, hopts))

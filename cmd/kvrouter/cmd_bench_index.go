@@ -2,59 +2,15 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"os"
-	"runtime"
 	"runtime/pprof"
-	"sort"
-	"sync"
-	"syscall"
-	"time"
 
-	"github.com/kvrouter/kvrouter/simulation/engine"
-	"github.com/kvrouter/kvrouter/simulation/sim"
+	"github.com/kvrouter/kvrouter/internal/bench"
 	"github.com/kvrouter/kvrouter/simulation/traces"
-	"github.com/kvrouter/kvrouter/statestore"
 )
 
 func init() {
 	benchCommands["index"] = command{name: "index", summary: "embedded index throughput on a real trace (Dynamo's block-ops method)", run: runBenchIndex}
-}
-
-// indexOp is one step of the benchmark timeline: a lookup of a request's prompt, or the KV events one
-// worker's engine model emitted for that request.
-type indexOp struct {
-	worker int
-	lookup []uint64 // sequence hashes of the prompt; nil for an event op
-	batch  statestore.EventBatch
-	blocks int // stored blocks in batch
-}
-
-type indexBenchResult struct {
-	Trace          string  `json:"trace"`
-	Workers        int     `json:"workers"`
-	EngineBlock    int     `json:"engine_block"`
-	CapacityBlocks int     `json:"capacity_blocks"`
-	Goroutines     int     `json:"goroutines"`
-	Passes         int     `json:"passes"`
-	Seconds        float64 `json:"seconds"`
-	// CPUSeconds is the process's user+system CPU time over the measured passes (includes the lookup
-	// timing and GC); on a shared, loaded machine block_ops_per_cpu_s is the steadier number.
-	CPUSeconds       float64 `json:"cpu_seconds"`
-	BlockOpsPerCPUS  float64 `json:"block_ops_per_cpu_s"`
-	BlockOpsPerS     float64 `json:"block_ops_per_s"`
-	OpsPerS          float64 `json:"ops_per_s"`
-	LookupP50us      float64 `json:"lookup_p50_us"`
-	LookupP99us      float64 `json:"lookup_p99_us"`
-	Events           int     `json:"events"`
-	Lookups          int     `json:"lookups"`
-	QueryBlocks      int64   `json:"query_blocks"`
-	StoredBlocks     int64   `json:"stored_blocks"`
-	IndexBytes       int64   `json:"index_bytes"`
-	CachedEntries    int64   `json:"cached_entries"`
-	BytesPerEntry    float64 `json:"bytes_per_block_entry"`
-	MeanOverlapRatio float64 `json:"mean_overlap_ratio"`
 }
 
 func runBenchIndex(ctx context.Context, args []string) error {
@@ -71,21 +27,9 @@ func runBenchIndex(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *engineBlock != 16 && *engineBlock != 64 && *engineBlock != 512 {
-		return fmt.Errorf("--engine-block must be 16, 64 or 512, got %d", *engineBlock)
-	}
-	if *workers <= 0 || *workers > statestore.MaxWorkersPerPool {
-		return fmt.Errorf("--workers must be in [1, %d]", statestore.MaxWorkersPerPool)
-	}
-	if *goroutines <= 0 {
-		*goroutines = runtime.GOMAXPROCS(0)
-	}
 	capacity := *capBlocks
 	if capacity == 0 {
-		capacity = *capTokens / *engineBlock
-	}
-	if capacity <= 0 {
-		return fmt.Errorf("--capacity-blocks must be > 0")
+		capacity = *capTokens / max(*engineBlock, 1)
 	}
 	reqs, err := traces.LoadMooncakeFile(*tracePath)
 	if err != nil {
@@ -94,12 +38,11 @@ func runBenchIndex(ctx context.Context, args []string) error {
 	if *limit > 0 && *limit < len(reqs) {
 		reqs = reqs[:*limit]
 	}
-	ops, err := buildIndexTimeline(reqs, *workers, *engineBlock, capacity)
+	tl, err := bench.BuildIndexTimeline(reqs, *workers, *engineBlock, capacity)
 	if err != nil {
 		return err
 	}
-	res := indexBenchResult{Trace: *tracePath, Workers: *workers, EngineBlock: *engineBlock, CapacityBlocks: capacity, Goroutines: *goroutines}
-	if *cpuProfile != "" {
+	if *cpuProfile != "" { // the measured passes only, not the timeline build
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
 			return err
@@ -110,212 +53,9 @@ func runBenchIndex(ctx context.Context, args []string) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	var lat []time.Duration
-	var elapsed, cpu time.Duration
-	for pass := 0; pass == 0 || elapsed < *duration; pass++ {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		c0 := processCPU()
-		r, l, d, err := runIndexPass(ctx, ops, *workers, *engineBlock, *goroutines, pass == 0)
-		cpu += processCPU() - c0
-		if err != nil {
-			return err
-		}
-		if pass == 0 {
-			res.IndexBytes, res.CachedEntries, res.MeanOverlapRatio = r.IndexBytes, r.CachedEntries, r.MeanOverlapRatio
-		}
-		res.Events += r.Events
-		res.Lookups += r.Lookups
-		res.QueryBlocks += r.QueryBlocks
-		res.StoredBlocks += r.StoredBlocks
-		lat = append(lat, l...)
-		elapsed += d
-		res.Passes++
+	res, err := bench.RunIndex(ctx, tl, bench.IndexOptions{Trace: *tracePath, Goroutines: *goroutines, Duration: *duration})
+	if err != nil {
+		return err
 	}
-	res.Seconds = elapsed.Seconds()
-	res.CPUSeconds = cpu.Seconds()
-	res.BlockOpsPerCPUS = float64(res.QueryBlocks+res.StoredBlocks) / res.CPUSeconds
-	res.BlockOpsPerS = float64(res.QueryBlocks+res.StoredBlocks) / res.Seconds
-	res.OpsPerS = float64(res.Lookups+res.Events) / res.Seconds
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	if n := len(lat); n > 0 {
-		res.LookupP50us = float64(lat[n/2].Nanoseconds()) / 1e3
-		res.LookupP99us = float64(lat[n*99/100].Nanoseconds()) / 1e3
-	}
-	if res.CachedEntries > 0 {
-		res.BytesPerEntry = float64(res.IndexBytes) / float64(res.CachedEntries)
-	}
-	enc := json.NewEncoder(os.Stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(res)
-}
-
-// sessionWorker partitions the trace by conversation: requests sharing their second block (the first is
-// the shared system prompt) belong to one session and go to one worker.
-func sessionWorker(r traces.Request, workers int) int {
-	key := uint64(0)
-	if len(r.HashIDs) > 1 {
-		key = r.HashIDs[1]
-	} else if len(r.HashIDs) == 1 {
-		key = r.HashIDs[0]
-	}
-	return int((key * 0x9E3779B97F4A7C15 >> 32) % uint64(workers))
-}
-
-// buildIndexTimeline runs each worker's requests through an engine block pool (prefix reuse, LRU
-// eviction of unreferenced blocks) and interleaves, in arrival order, each request's lookup with the
-// events its worker emitted for it.
-func buildIndexTimeline(reqs []traces.Request, workers, engineBlock, capacity int) ([]indexOp, error) {
-	pools := make([]*engine.BlockPool, workers)
-	var pending []engine.Event
-	sink := func(e engine.Event) { pending = append(pending, e) }
-	for w := range pools {
-		pools[w] = engine.NewBlockPool(capacity, uint64(w)+1, sink)
-	}
-	eventIDs := make([]uint64, workers)
-	ops := make([]indexOp, 0, 2*len(reqs))
-	for _, r := range reqs {
-		local, seq := traces.BlockHashes(r, engineBlock, "")
-		w := sessionWorker(r, workers)
-		ops = append(ops, indexOp{worker: w, lookup: seq})
-		pending = pending[:0]
-		if _, ok := pools[w].Acquire(seq, local); ok {
-			pools[w].Release(seq)
-		}
-		if len(pending) == 0 {
-			continue
-		}
-		op := indexOp{worker: w, batch: statestore.EventBatch{Pool: "bench", WorkerID: benchWorkerID(w)}}
-		for _, e := range pending {
-			eventIDs[w]++
-			se := sim.EngineEvent(e)
-			se.EventID, se.HasEventID = eventIDs[w], true
-			switch e.Kind {
-			case engine.EventStored:
-				op.blocks += len(e.Blocks)
-			case engine.EventRemoved:
-			default:
-				return nil, fmt.Errorf("bench index: unexpected engine event kind %d", e.Kind)
-			}
-			op.batch.Events = append(op.batch.Events, se)
-		}
-		ops = append(ops, op)
-	}
-	return ops, nil
-}
-
-func benchWorkerID(w int) string { return fmt.Sprintf("w%03d", w) }
-
-// runIndexPass replays the timeline on a fresh embedded store with g goroutines (worker w's ops run on
-// goroutine w mod g, in order), timing each lookup.
-func runIndexPass(ctx context.Context, ops []indexOp, workers, engineBlock, g int, measureMemory bool) (indexBenchResult, []time.Duration, time.Duration, error) {
-	var res indexBenchResult
-	var before runtime.MemStats
-	if measureMemory {
-		runtime.GC()
-		runtime.ReadMemStats(&before)
-	}
-	st := statestore.NewMemory()
-	cfg := statestore.DefaultPoolConfig(engineBlock)
-	if err := st.PutPool(ctx, "bench", cfg); err != nil {
-		return res, nil, 0, err
-	}
-	for w := 0; w < workers; w++ {
-		if err := st.PutWorker(ctx, "bench", statestore.WorkerSpec{WorkerID: benchWorkerID(w)}, 0); err != nil {
-			return res, nil, 0, err
-		}
-	}
-	type part struct {
-		lat             []time.Duration
-		lookups, events int
-		qBlocks, sBlock int64
-		overlap         float64
-		err             error
-	}
-	parts := make([]part, g)
-	var wg sync.WaitGroup
-	start := time.Now()
-	for gi := 0; gi < g; gi++ {
-		wg.Add(1)
-		go func(gi int) {
-			defer wg.Done()
-			p := &parts[gi]
-			for i := range ops {
-				op := &ops[i]
-				if op.worker%g != gi {
-					continue
-				}
-				if op.lookup != nil {
-					t0 := time.Now()
-					scores, err := st.Overlap(ctx, "bench", op.lookup, 0)
-					p.lat = append(p.lat, time.Since(t0))
-					if err != nil {
-						p.err = err
-						return
-					}
-					best := 0
-					for _, s := range scores {
-						best = max(best, s.Blocks)
-					}
-					if len(op.lookup) > 0 {
-						p.overlap += float64(best) / float64(len(op.lookup))
-					}
-					p.lookups++
-					p.qBlocks += int64(len(op.lookup))
-					continue
-				}
-				if _, err := st.ApplyEvents(ctx, op.batch); err != nil {
-					p.err = err
-					return
-				}
-				p.events += len(op.batch.Events)
-				p.sBlock += int64(op.blocks)
-			}
-		}(gi)
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	var lat []time.Duration
-	overlap := 0.0
-	for _, p := range parts {
-		if p.err != nil {
-			return res, nil, 0, p.err
-		}
-		lat = append(lat, p.lat...)
-		res.Lookups += p.lookups
-		res.Events += p.events
-		res.QueryBlocks += p.qBlocks
-		res.StoredBlocks += p.sBlock
-		overlap += p.overlap
-	}
-	if res.Lookups > 0 {
-		res.MeanOverlapRatio = overlap / float64(res.Lookups)
-	}
-	if measureMemory {
-		ws, err := st.Workers(ctx, "bench", 0)
-		if err != nil {
-			return res, nil, 0, err
-		}
-		for _, w := range ws {
-			for _, r := range w.Ranks {
-				res.CachedEntries += r.CachedBlocks
-			}
-		}
-		var after runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&after)
-		res.IndexBytes = int64(after.HeapAlloc) - int64(before.HeapAlloc) - int64(cap(lat))*8
-		runtime.KeepAlive(st)
-	}
-	return res, lat, elapsed, nil
-}
-
-// processCPU returns the process's user+system CPU time.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return printJSON(res)
 }

@@ -74,8 +74,11 @@ func TestCachedEqualsUncached(t *testing.T) {
 	big := newTestResolver(t, Options{})
 	tiny := newTestResolver(t, Options{SegmentCacheTokens: 200}) // evicts constantly
 	rng := rand.New(rand.NewPCG(1, 2))
-	checked := 0
-	for conv := 0; conv < 40; conv++ {
+	checked, conversations := 0, 40
+	if testing.Short() {
+		conversations = 12
+	}
+	for conv := 0; conv < conversations; conv++ {
 		cfg := pools[conv%len(pools)]
 		msgs := randomConversation(rng, 1+rng.IntN(12))
 		for k := 1; k <= len(msgs); k++ {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 )
 
@@ -79,8 +80,9 @@ func (r *Resolver) engineTokens(ctx context.Context, pool, baseURL string, tr to
 	h.Write(body)
 	var key engineKey
 	h.Sum(key[:0])
+	// Answers are copied out: the cached slice is shared, the caller's is its own.
 	if ids, ok := r.engineCache.get(key); ok {
-		return ids, nil
+		return slices.Clone(ids), nil
 	}
 	if baseURL == "" {
 		return nil, fmt.Errorf("%w: no worker URL to ask", ErrEngine)
@@ -92,7 +94,7 @@ func (r *Resolver) engineTokens(ctx context.Context, pool, baseURL string, tr to
 		r.inflightMu.Unlock()
 		select {
 		case <-c.done:
-			return c.ids, c.err
+			return slices.Clone(c.ids), c.err
 		case <-ctx.Done():
 			return nil, fmt.Errorf("%w: waiting for /tokenize: %v", ErrEngine, ctx.Err())
 		}
@@ -109,7 +111,7 @@ func (r *Resolver) engineTokens(ctx context.Context, pool, baseURL string, tr to
 	delete(r.inflight, key)
 	r.inflightMu.Unlock()
 	close(c.done)
-	return c.ids, c.err
+	return slices.Clone(c.ids), c.err
 }
 
 // engineCall is a /tokenize call in flight; waiters read ids and err once done is closed.

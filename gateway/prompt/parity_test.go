@@ -34,6 +34,9 @@ var realTemplates = []realTemplate{
 	{"kimi-k2", func(t *testing.T) string { return tokenizertest.Path(t, "kimi-k2-instruct/tokenizer_config.json") }},
 	{"qwen2.5", func(*testing.T) string { return "testdata/templates/qwen2.5-instruct.tokenizer_config.json" }},
 	{"mistral", func(*testing.T) string { return "testdata/templates/mistral-7b-instruct-v0.2.tokenizer_config.json" }},
+	// Not a model's: the constructs real templates use that the four above do not (Llama-3.1's
+	// tojson(indent=4), loop controls, slicing, filters); special tokens from the Mistral config.
+	{"constructs", func(*testing.T) string { return "testdata/templates/constructs.jinja" }},
 }
 
 const weatherTool = `{"type": "function", "function": {"name": "get_weather", "description": "Weather at a place <now> & \"later\"",
@@ -49,7 +52,7 @@ var conversations = []struct{ name, body string }{
 	  {"role": "assistant", "content": "4"}, {"role": "user", "content": "And 3+3?"}, {"role": "assistant", "content": "6"},
 	  {"role": "user", "content": "Thanks!\nBye."}]}`},
 	{"empty_system", `{"messages": [{"role": "system", "content": ""}, {"role": "user", "content": "Hi"}]}`},
-	{"unicode", `{"messages": [{"role": "user", "content": "héllo wörld — 日本語 😀 \u2028 \"quoted\" <b>&amp;</b> back\\slash\ttab"}]}`},
+	{"unicode", `{"messages": [{"role": "user", "content": "héllo wörld — 日本語 😀 \u2028 \"quoted\" <b>&amp;</b> back\\slash\ttab \u0001\b\f\u007f end"}]}`},
 	{"padded", `{"messages": [{"role": "user", "content": "  padded  \n"}, {"role": "assistant", "content": "\nok "}, {"role": "user", "content": "again"}]}`},
 	{"content_parts", `{"messages": [{"role": "user", "content": [{"type": "text", "text": "first part"}, {"type": "text", "text": "second part"}]}]}`},
 	{"no_generation_prompt", `{"add_generation_prompt": false, "messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello."}]}`},
@@ -81,7 +84,12 @@ func renderCases(t *testing.T) []parityCase {
 	t.Helper()
 	var cases []parityCase
 	for _, rt := range realTemplates {
-		ct, err := loadChatTemplate("", rt.config(t))
+		tokenizerPath := ""
+		if rt.name == "constructs" {
+			// A bare template takes special tokens from the tokenizer_config.json beside the tokenizer.
+			tokenizerPath = "testdata/templates/mistral-7b-instruct-v0.2.tokenizer_config.json/../x"
+		}
+		ct, err := loadChatTemplate(tokenizerPath, rt.config(t))
 		if err != nil || ct == nil {
 			t.Fatalf("%s: load template: %v", rt.name, err)
 		}

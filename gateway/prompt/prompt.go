@@ -3,6 +3,15 @@
 // pool's tokenizer.json, token-array prompts as given, chat messages rendered with the pool's Jinja chat
 // template the way Hugging Face transformers and vLLM do, then tokenized without a second BOS; or the
 // engine's own POST /tokenize (cached by prompt digest); or nothing (load-only routing).
+//
+// Use: one Resolver per process (NewResolver(Options{})), then per request
+//
+//	res, err := resolver.Tokens(ctx, prompt.Request{Pool: name, Config: poolConfig, Kind: prompt.Chat,
+//		Body: body, EngineURL: workerURL})
+//
+// res.Known false means route by load only. Errors: ErrBadRequest (answer 400), ErrTemplate and
+// ErrEngine (route by load only), anything else is the pool's tokenizer or template file. The rules
+// (BOS, message normalisation, caches) are in docs/API.md "Gateway: tokens for routing".
 package prompt
 
 import "errors"

@@ -246,6 +246,9 @@ func known(ids []uint32, src Source, err error) (Result, error) {
 // localText encodes text with the pool's tokenizer, prefixed by the post-processor's BOS when
 // addSpecial (vLLM's add_special_tokens).
 func (r *Resolver) localText(path, text string, addSpecial bool) ([]uint32, error) {
+	if path == "" {
+		return nil, errors.New("prompt: the pool tokenizes locally but names no tokenizer file")
+	}
 	e, err := r.tokenizer(path)
 	if err != nil {
 		return nil, err

@@ -61,10 +61,10 @@ type summary struct {
 	module string // module path prefix stripped from package names ("github.com/kvrouter/kvrouter/")
 	rules  []allowRule
 
-	buf     map[string][]string // package + "\x00" + test → its output lines so far
-	skips   []skip
-	failed  bool
-	lastPkg string
+	buf    map[string][]string // package + "\x00" + test → its output lines so far
+	order  []string            // buf's keys in order of first output (to flush unfinished tests)
+	skips  []skip
+	failed bool
 }
 
 func newSummary(out io.Writer, module string, rules []allowRule) *summary {
@@ -94,13 +94,17 @@ func (s *summary) handle(e event) {
 	case e.Action == "build-fail":
 		s.failed = true
 	case e.Test == "": // package level: result lines and anything a TestMain prints
-		if e.Action == "fail" {
+		if e.Action == "fail" || (e.Action == "output" && strings.HasPrefix(e.Output, "FAIL")) {
 			s.failed = true
+			s.flushUnfinished(e.Package)
 		}
 		if e.Action == "output" && e.Output != "PASS\n" && e.Output != "FAIL\n" {
 			fmt.Fprint(s.out, e.Output)
 		}
 	case e.Action == "output":
+		if _, ok := s.buf[key]; !ok {
+			s.order = append(s.order, key)
+		}
 		s.buf[key] = append(s.buf[key], e.Output)
 	case e.Action == "fail":
 		s.failed = true
@@ -116,7 +120,29 @@ func (s *summary) handle(e event) {
 	}
 }
 
-// skipMessage is a skipped test's own output without the framing lines (=== RUN, --- SKIP, …).
+// logPrefix is the "file_test.go:123: " that t.Log and t.Skip put before a message.
+var logPrefix = regexp.MustCompile(`^[\w.-]+\.go:\d+: `)
+
+// flushUnfinished prints the output of pkg's tests that never reported pass, fail or skip: the test
+// binary died under them (a timeout's panic, os.Exit, a crash), and their output says where.
+func (s *summary) flushUnfinished(pkg string) {
+	kept := s.order[:0]
+	for _, key := range s.order {
+		lines, open := s.buf[key]
+		switch {
+		case !open:
+		case strings.HasPrefix(key, pkg+"\x00"):
+			fmt.Fprint(s.out, strings.Join(lines, ""))
+			delete(s.buf, key)
+		default:
+			kept = append(kept, key)
+		}
+	}
+	s.order = kept
+}
+
+// skipMessage is a skipped test's own output without the framing lines (=== RUN, --- SKIP, …) and
+// without the file:line prefixes, so that tests skipping for one reason group together.
 func skipMessage(lines []string) string {
 	var msg []string
 	for _, l := range lines {
@@ -124,7 +150,7 @@ func skipMessage(lines []string) string {
 		if t == "" || strings.HasPrefix(t, "=== ") || strings.HasPrefix(t, "--- SKIP") {
 			continue
 		}
-		msg = append(msg, t)
+		msg = append(msg, logPrefix.ReplaceAllString(t, ""))
 	}
 	if len(msg) == 0 {
 		return "(no message)"

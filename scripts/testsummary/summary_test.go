@@ -22,7 +22,7 @@ const stream = `{"ImportPath":"m/b [m/b.test]","Action":"build-output","Output":
 {"Action":"output","Package":"m/a","Test":"TestS","Output":"    a_test.go:4: redis-server not found\n"}
 {"Action":"output","Package":"m/a","Test":"TestS","Output":"--- SKIP: TestS (0.00s)\n"}
 {"Action":"skip","Package":"m/a","Test":"TestS","Elapsed":0}
-{"Action":"output","Package":"m/a","Test":"TestS2","Output":"    a_test.go:4: redis-server not found\n"}
+{"Action":"output","Package":"m/a","Test":"TestS2","Output":"    b_test.go:17: redis-server not found\n"}
 {"Action":"skip","Package":"m/a","Test":"TestS2","Elapsed":0}
 {"Action":"output","Package":"m/a","Test":"TestHarness","Output":"    a_test.go:9: ADDR not set\n"}
 {"Action":"skip","Package":"m/a","Test":"TestHarness","Elapsed":0}
@@ -35,6 +35,10 @@ const stream = `{"ImportPath":"m/b [m/b.test]","Action":"build-output","Output":
 {"Action":"output","Package":"m/a","Output":"FAIL\n"}
 {"Action":"output","Package":"m/a","Output":"FAIL\tm/a\t0.014s\n"}
 {"Action":"fail","Package":"m/a","Elapsed":0.016}
+{"Action":"output","Package":"m/c","Test":"TestHang","Output":"=== RUN   TestHang\n"}
+{"Action":"output","Package":"m/c","Test":"TestHang","Output":"panic: test timed out after 1s\n"}
+{"Action":"output","Package":"m/c","Output":"FAIL\tm/c\t1.005s\n"}
+{"Action":"fail","Package":"m/c","Elapsed":1.005}
 not json: echoed
 `
 
@@ -62,9 +66,10 @@ func TestSummary(t *testing.T) {
 		"    a_test.go:5: boom\n--- FAIL: TestF", // a failed test's output
 		"FAIL\tm/a\t0.014s\n",
 		"not json: echoed\n",
+		"=== RUN   TestHang\npanic: test timed out after 1s\nFAIL\tm/c\t1.005s\n", // a test that never ended
 		"4 tests skipped (3 not on the allow-list of optional skips):\n  a\n",
-		"    a_test.go:4: redis-server not found\n      TestS, TestS2 [UNEXPECTED]\n", // grouped by message
-		"    a_test.go:9: ADDR not set\n      TestHarness [optional: manual harness, needs ADDR]\n",
+		"    redis-server not found\n      TestS, TestS2 [UNEXPECTED]\n", // grouped by message, file:line dropped
+		"    ADDR not set\n      TestHarness [optional: manual harness, needs ADDR]\n",
 		"    (no message)\n      TestF/sub [UNEXPECTED]\n",
 	} {
 		if !strings.Contains(got, want) {

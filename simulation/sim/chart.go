@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"image/color"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -47,6 +48,9 @@ const (
 	chartWidth = 32 * vg.Centimeter
 	rowHeight  = 8.6 * vg.Centimeter
 	margin     = 0.5 * vg.Centimeter
+	// panelDataWidth approximates the data area of one of a row's three panels (the row's width
+	// less margins, gaps and a y axis), for sizing bars.
+	panelDataWidth = (chartWidth-2*margin-2*vg.Centimeter)/3 - 1.8*vg.Centimeter
 )
 
 var (
@@ -163,8 +167,10 @@ func headerLines(reps []*Report) []headerLine {
 		"Policies: " + policyLegend(rep) + ".",
 	}
 	lines = append(lines, headerLine{"", textStyle(sansFont, 4, color.Black)})
-	for _, s := range ideas {
-		lines = append(lines, headerLine{s, sub})
+	for _, idea := range ideas {
+		for _, s := range wrap(idea, sub, chartWidth-2*margin) {
+			lines = append(lines, headerLine{s, sub})
+		}
 	}
 	return append(lines, headerLine{"", textStyle(sansFont, 8, color.Black)})
 }
@@ -293,6 +299,16 @@ func barPlot(rep *Report, title, ylabel string, vals []float64, labels []string,
 	p.Y.Label.Text = ylabel
 	p.Y.Label.TextStyle.Font = font.From(sansFont, 10)
 	p.X.Tick.Label.Font = font.From(sansFont, 10)
+	// Bars share a panel about a third of the chart wide: narrower bars, smaller labels and slanted
+	// policy names when there are many.
+	n := len(rep.Policies)
+	barWidth := min(1.6*vg.Centimeter, 0.62*panelDataWidth/vg.Length(n))
+	labelSize := vg.Length(10)
+	if n > 4 {
+		labelSize = 8
+		p.X.Tick.Label.Rotation = math.Pi / 6
+		p.X.Tick.Label.XAlign, p.X.Tick.Label.YAlign = draw.XRight, draw.YCenter
+	}
 	p.Y.Tick.Label.Font = font.From(sansFont, 9)
 	p.Y.Min = 0
 	p.Y.Tick.Marker = shortTicks{}
@@ -303,7 +319,7 @@ func barPlot(rep *Report, title, ylabel string, vals []float64, labels []string,
 	ymax := 0.0
 	for i, pr := range rep.Policies {
 		names[i] = pr.Policy
-		bar, err := plotter.NewBarChart(plotter.Values{vals[i]}, 1.6*vg.Centimeter)
+		bar, err := plotter.NewBarChart(plotter.Values{vals[i]}, barWidth)
 		if err != nil {
 			return nil, err
 		}
@@ -316,7 +332,7 @@ func barPlot(rep *Report, title, ylabel string, vals []float64, labels []string,
 			return nil, err
 		}
 		for k := range lbl.TextStyle {
-			lbl.TextStyle[k].Font = font.From(sansFont, 10)
+			lbl.TextStyle[k].Font = font.From(sansFont, labelSize)
 			lbl.TextStyle[k].XAlign = draw.XCenter
 			lbl.TextStyle[k].YAlign = draw.YBottom
 		}
