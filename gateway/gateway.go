@@ -9,7 +9,6 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -181,18 +180,11 @@ func methodNotAllowed(req Request, allow string) *Response {
 
 // proxy resolves the pool and tokens, then routes and forwards with retries.
 func (g *Gateway) proxy(ctx context.Context, req Request, kind prompt.Kind, start time.Time) *Response {
-	var head struct {
-		Model json.RawMessage `json:"model"`
+	model, found, err := modelField(req.Body)
+	if err != nil {
+		return g.done("", errorResponse(http.StatusBadRequest, typeInvalidRequest, "invalid_argument", "request body: "+err.Error()))
 	}
-	if err := json.Unmarshal(req.Body, &head); err != nil {
-		return g.done("", errorResponse(http.StatusBadRequest, typeInvalidRequest, "invalid_argument",
-			"request body: want a JSON object: "+err.Error()))
-	}
-	var model string
-	if len(head.Model) > 0 && json.Unmarshal(head.Model, &model) != nil {
-		return g.done("", errorResponse(http.StatusBadRequest, typeInvalidRequest, "invalid_argument", `"model" must be a string`))
-	}
-	if model == "" {
+	if !found || model == "" {
 		return g.done("", errorResponse(http.StatusNotFound, typeNotFound, CodeModelNotFound,
 			`the request names no "model"; GET /v1/models lists the served models`))
 	}
