@@ -9,7 +9,6 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -63,22 +62,32 @@ func New(rt *core.Router, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	opts = opts.withDefaults()
+	if opts.Tokenizer == nil {
+		r, err := prompt.NewResolver(prompt.Options{})
+		if err != nil {
+			return nil, err
+		}
+		opts.Tokenizer = r
+	}
 	return &Gateway{rt: rt, opts: opts, models: newModelCache(rt, opts.ModelCacheTTL), ups: newUpstreams(opts),
 		log: opts.Logger, m: opts.Metrics}, nil
 }
 
 // Response is a gateway answer whose status and headers are known. Either Body is the whole body, or the
 // body streams from the worker: then the caller sends the head and calls Stream exactly once (or Abort when
-// it cannot send anything).
+// it cannot send anything). After sending, the caller calls Finish, which releases the request's load and
+// reports the worker's health; Finish may run on another goroutine, so a server can end the response first
+// (a Lambda calls it before returning, since it may be frozen afterwards).
 type Response struct {
 	Status int
 	Header http.Header
 	Body   []byte
 	fl     *flight
+	stream bool
 }
 
 // Streaming reports whether the body is still to be streamed with Stream.
-func (r *Response) Streaming() bool { return r.fl != nil }
+func (r *Response) Streaming() bool { return r.stream }
 
 // ChunkWriter receives a streamed body. Write sends one chunk to the client and flushes it; it must not
 // keep p. An error means the client is gone.
@@ -86,22 +95,34 @@ type ChunkWriter interface {
 	Write(p []byte) error
 }
 
-// Stream passes the worker's stream to w chunk by chunk, then releases the request's load. It returns when
-// the stream ended, the worker failed (the client then gets an SSE error event) or w failed.
+// Stream passes the worker's stream to w chunk by chunk. It returns when the stream ended, the worker
+// failed (the client then gets an SSE error event; the load is released at once) or w failed (the worker
+// connection is closed). Call Finish afterwards.
 func (r *Response) Stream(w ChunkWriter) {
-	if r.fl != nil {
+	if r.stream {
 		r.fl.stream(w)
 	}
 }
 
-// Abort releases a streaming answer that will not be sent (the client left before the head went out).
-func (r *Response) Abort() {
+// Finish ends the request's bookkeeping: done (the load is released), and the health report of a
+// successful forward. Idempotent; a no-op for answers that booked nothing or released already.
+func (r *Response) Finish() {
 	if r.fl != nil {
-		r.fl.abort()
+		r.fl.finish()
 	}
 }
 
-// Serve answers one request on a Sink: the transport-neutral entry point (the Lambda handler's).
+// Abort releases an answer that will not be sent (the client left before the head went out).
+func (r *Response) Abort() {
+	if r.stream {
+		r.fl.abort()
+		return
+	}
+	r.Finish()
+}
+
+// Serve answers one request on a Sink: the transport-neutral entry point (the Lambda handler's). The load
+// is released before Serve returns.
 func (g *Gateway) Serve(ctx context.Context, req Request, sink Sink) {
 	r := g.Begin(ctx, req)
 	if err := sink.Start(r.Status, r.Header); err != nil {
@@ -110,11 +131,10 @@ func (g *Gateway) Serve(ctx context.Context, req Request, sink Sink) {
 	}
 	if r.Streaming() {
 		r.Stream(sink)
-		return
-	}
-	if len(r.Body) > 0 {
+	} else if len(r.Body) > 0 {
 		_ = sink.Write(r.Body)
 	}
+	r.Finish()
 }
 
 // Begin routes and forwards a request up to the worker's answer head, retrying on another worker when
@@ -160,18 +180,11 @@ func methodNotAllowed(req Request, allow string) *Response {
 
 // proxy resolves the pool and tokens, then routes and forwards with retries.
 func (g *Gateway) proxy(ctx context.Context, req Request, kind prompt.Kind, start time.Time) *Response {
-	var head struct {
-		Model json.RawMessage `json:"model"`
+	model, found, err := modelField(req.Body)
+	if err != nil {
+		return g.done("", errorResponse(http.StatusBadRequest, typeInvalidRequest, "invalid_argument", "request body: "+err.Error()))
 	}
-	if err := json.Unmarshal(req.Body, &head); err != nil {
-		return g.done("", errorResponse(http.StatusBadRequest, typeInvalidRequest, "invalid_argument",
-			"request body: want a JSON object: "+err.Error()))
-	}
-	var model string
-	if len(head.Model) > 0 && json.Unmarshal(head.Model, &model) != nil {
-		return g.done("", errorResponse(http.StatusBadRequest, typeInvalidRequest, "invalid_argument", `"model" must be a string`))
-	}
-	if model == "" {
+	if !found || model == "" {
 		return g.done("", errorResponse(http.StatusNotFound, typeNotFound, CodeModelNotFound,
 			`the request names no "model"; GET /v1/models lists the served models`))
 	}
@@ -213,8 +226,9 @@ func (g *Gateway) proxy(ctx context.Context, req Request, kind prompt.Kind, star
 	return f.run(ctx, req, in)
 }
 
-// tokens asks the Tokenizer. A bad prompt (statestore.ErrInvalid) is the client's 400; any other failure
-// routes by load only (a tokenizer or tokenize endpoint failing must not take the gateway down with it).
+// tokens asks the Tokenizer. A bad body (prompt.ErrBadRequest) is the client's 400; any other failure
+// (a template the engine-less renderer cannot run, a tokenize endpoint down, a tokenizer file missing)
+// routes by load only: tokens make routing better, they must not make the gateway fail.
 func (g *Gateway) tokens(ctx context.Context, pe poolEntry, kind prompt.Kind, body []byte) (prompt.Result, error) {
 	engineURL := ""
 	if pe.cfg.TokenizeMode() == statestore.TokenizeEngine {
@@ -227,12 +241,12 @@ func (g *Gateway) tokens(ctx context.Context, pe poolEntry, kind prompt.Kind, bo
 		}
 		engineURL = u
 	}
-	res, err := g.opts.Tokenizer.Tokens(ctx, pe.cfg, kind, body, engineURL)
+	res, err := g.opts.Tokenizer.Tokens(ctx, prompt.Request{Pool: pe.name, Config: pe.cfg, Kind: kind, Body: body, EngineURL: engineURL})
 	if err != nil {
-		if errors.Is(err, statestore.ErrInvalid) {
-			return res, err
+		if errors.Is(err, prompt.ErrBadRequest) {
+			return res, fmt.Errorf("%w: %v", statestore.ErrInvalid, err)
 		}
-		g.log.Warn("gateway: tokenize failed; routing by load only", "pool", pe.name, "err", err)
+		g.log.Warn("gateway: no tokens; routing by load only", "pool", pe.name, "err", err)
 		return prompt.Result{Source: prompt.SourceNone}, nil
 	}
 	return res, nil

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/kvrouter/kvrouter/core"
 	"github.com/kvrouter/kvrouter/gateway"
+	"github.com/kvrouter/kvrouter/internal/testnet"
 	"github.com/kvrouter/kvrouter/statestore"
 )
 
@@ -270,6 +270,7 @@ func TestErrorsInOpenAIShape(t *testing.T) {
 		{"missing model", "POST", "/v1/chat/completions", `{"messages":[]}`, 404, gateway.CodeModelNotFound},
 		{"bad json", "POST", "/v1/completions", `{"model":`, 400, "invalid_argument"},
 		{"model not a string", "POST", "/v1/completions", `{"model":7}`, 400, "invalid_argument"},
+		{"bad prompt", "POST", "/v1/completions", `{"model":"m","prompt":{"x":1}}`, 400, "invalid_argument"},
 		{"wrong method", "GET", "/v1/completions", ``, 405, gateway.CodeMethodNotAllowed},
 		{"bad session", "POST", "/v1/completions", `{"model":"m","prompt":"x"}`, 400, "invalid_argument"},
 	} {
@@ -347,24 +348,13 @@ func (f *fixture) release(id string) {
 	}
 }
 
-// deadURL is a loopback address nothing listens on.
-func deadURL(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return "http://" + addr
-}
-
 func TestRetryAfterConnectRefused(t *testing.T) {
 	f := newFixture(t, 0, gateway.Options{})
 	live, _ := f.engine(func(rw http.ResponseWriter, r *http.Request) {
 		rw.Header().Set("Content-Type", "application/json")
 		io.WriteString(rw, `{"ok":true}`)
 	})
-	dead := f.addWorker(deadURL(t))
+	dead := f.addWorker(testnet.RefusedURL(t))
 	busy := f.occupy(live) // the dead worker is now the best choice
 	s := newSink()
 	f.gw.Serve(context.Background(), post("/v1/completions", `{"model":"m","prompt":"x"}`), s)
@@ -413,8 +403,8 @@ func TestRetryAfter503And429ThenPassThrough(t *testing.T) {
 
 func TestEveryWorkerDeadIs502(t *testing.T) {
 	f := newFixture(t, 0, gateway.Options{})
-	f.addWorker(deadURL(t))
-	f.addWorker(deadURL(t))
+	f.addWorker(testnet.RefusedURL(t))
+	f.addWorker(testnet.RefusedURL(t))
 	s := newSink()
 	f.gw.Serve(context.Background(), post("/v1/completions", `{"model":"m","prompt":"x"}`), s)
 	if s.status != 502 {
@@ -546,5 +536,29 @@ func TestTokenArrayPromptRoutesOnTokens(t *testing.T) {
 	f.gw.Serve(context.Background(), post("/v1/completions", `{"model":"m","prompt":"text"}`), s)
 	if s.status != 200 || s.header.Get(gateway.HeaderOverlap) != "unknown" {
 		t.Fatalf("%d %v", s.status, s.header)
+	}
+}
+
+// downStore answers every call with the store's unavailability (Redis down).
+type downStore struct{ statestore.Store }
+
+func (downStore) Pools(context.Context) ([]statestore.PoolInfo, error) {
+	return nil, fmt.Errorf("%w: connection refused", statestore.ErrUnavailable)
+}
+
+func TestStoreUnavailableIs503WithRetryAfter(t *testing.T) {
+	gw, err := gateway.New(core.New(downStore{statestore.NewMemory()}, core.Options{}), gateway.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, req := range []gateway.Request{post("/v1/completions", `{"model":"m","prompt":"x"}`), {Method: "GET", Path: "/v1/models"}} {
+		s := newSink()
+		gw.Serve(context.Background(), req, s)
+		if s.status != 503 || s.header.Get("Retry-After") == "" {
+			t.Fatalf("%s: %d %v %s", req.Path, s.status, s.header, s.body())
+		}
+		if _, code, _ := openAIErr(t, s.body()); code != "store_unavailable" {
+			t.Fatalf("%s: code %q", req.Path, code)
+		}
 	}
 }

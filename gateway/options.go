@@ -33,8 +33,9 @@ type Options struct {
 	ModelCacheTTL time.Duration
 	// StoreTimeout bounds each state-store call the gateway makes (route, done, renew, health). Default 5 s.
 	StoreTimeout time.Duration
-	// Tokenizer turns request bodies into token ids. Default: token-array completion prompts as given,
-	// everything else unknown (load-only routing).
+	// Tokenizer turns request bodies into token ids. Default: a prompt.Resolver with its default
+	// options (each pool's tokenize mode: local tokenizer and chat template, a worker's /tokenize, or
+	// none; token-array completion prompts as given).
 	Tokenizer Tokenizer
 	// Metrics records requests, retries and upstream latency. Default nil: nothing is recorded.
 	Metrics *Metrics
@@ -75,9 +76,6 @@ func (o Options) withDefaults() Options {
 	}
 	if o.StoreTimeout == 0 {
 		o.StoreTimeout = d.StoreTimeout
-	}
-	if o.Tokenizer == nil {
-		o.Tokenizer = RequestTokens{}
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
