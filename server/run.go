@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/kvrouter/kvrouter/core"
+	"github.com/kvrouter/kvrouter/gateway"
 	"github.com/kvrouter/kvrouter/ingest"
 	"github.com/kvrouter/kvrouter/server/api"
 	"github.com/kvrouter/kvrouter/statestore"
@@ -84,8 +85,14 @@ func Run(ctx context.Context, cfg Config) error {
 	}()
 	a := api.New(rt, api.Options{Tokenizer: tok, Metrics: metrics, Tracer: tp.Tracer("github.com/kvrouter/kvrouter/server"),
 		Logger: logger, MaxEvents: cfg.MaxEvents, Timeout: cfg.StoreTimeout})
+	gopts := cfg.GatewayOptions()
+	gopts.Metrics, gopts.Logger = gateway.NewMetrics(reg), logger
+	gw, err := gateway.New(rt, gopts)
+	if err != nil {
+		return fmt.Errorf("invalid configuration: %v", err)
+	}
 	opts := cfg.ServerOptions()
-	opts.Gatherer, opts.Logger = reg, logger
+	opts.Gatherer, opts.Logger, opts.Gateway = reg, logger, gw
 	srv, err := New(a, opts)
 	if err != nil {
 		return fmt.Errorf("invalid configuration: %v", err)
