@@ -65,6 +65,10 @@ type Config struct {
 	EnginePool string `yaml:"engine_pool"`
 	// RedisTimeout bounds one Redis command's write and reply. Default 0 = the store's default (15 s).
 	RedisTimeout time.Duration `yaml:"redis_timeout"`
+	// RecoverInterval is how often the router checks that its configured pools (and its --engine
+	// workers) still exist in the store and re-declares what the store lost (SPEC §8 "Losing Redis").
+	// Default 1 s.
+	RecoverInterval time.Duration `yaml:"recover_interval"`
 
 	// The OpenAI-compatible gateway (SPEC §7.2; gateway.Options documents each).
 	// ProxyRetries: routes again after a connect failure or a 429/503 before any byte was sent. Default 2;
@@ -93,7 +97,7 @@ func DefaultConfig() Config {
 	o, g := DefaultOptions(), gateway.DefaultOptions()
 	return Config{Addr: ":8080", Store: "memory", MaxBodyBytes: o.MaxBodyBytes, MaxEvents: 100000,
 		ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout, IdleTimeout: o.IdleTimeout,
-		ShutdownTimeout: o.ShutdownTimeout, StoreTimeout: 5 * time.Second, LogLevel: "info", LogFormat: "text",
+		ShutdownTimeout: o.ShutdownTimeout, StoreTimeout: 5 * time.Second, RecoverInterval: DefaultRecoverInterval, LogLevel: "info", LogFormat: "text",
 		ProxyRetries: g.Retries, ProxyIdleTimeout: g.IdleTimeout, ProxyConnectTimeout: g.ConnectTimeout,
 		ProxyMaxConnsPerWorker: g.MaxConnsPerWorker}
 }
@@ -141,6 +145,9 @@ func (c Config) Validate() error {
 		if err := statestore.CheckID("pool", c.enginePool()); err != nil {
 			return err
 		}
+	}
+	if c.RecoverInterval <= 0 {
+		return fmt.Errorf("recover-interval must be > 0, got %s", c.RecoverInterval)
 	}
 	if c.StoreTimeout <= 0 {
 		return fmt.Errorf("store-timeout must be > 0, got %s", c.StoreTimeout)
