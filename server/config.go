@@ -65,6 +65,8 @@ type Config struct {
 	EnginePool string `yaml:"engine_pool"`
 	// RedisTimeout bounds one Redis command's write and reply. Default 0 = the store's default (15 s).
 	RedisTimeout time.Duration `yaml:"redis_timeout"`
+	// Access: tokens, the non-loopback rule and the metrics address (SPEC §7.3).
+	Access `yaml:",inline"`
 	// RecoverInterval is how often the router checks that its configured pools (and its --engine
 	// workers) still exist in the store and re-declares what the store lost (SPEC §8 "Losing Redis").
 	// Default 1 s.
@@ -95,7 +97,7 @@ type Config struct {
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	o, g := DefaultOptions(), gateway.DefaultOptions()
-	return Config{Addr: ":8080", Store: "memory", MaxBodyBytes: o.MaxBodyBytes, MaxEvents: 100000,
+	return Config{Addr: "127.0.0.1:8080", Store: "memory", MaxBodyBytes: o.MaxBodyBytes, MaxEvents: 100000,
 		ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout, IdleTimeout: o.IdleTimeout,
 		ShutdownTimeout: o.ShutdownTimeout, StoreTimeout: 5 * time.Second, RecoverInterval: DefaultRecoverInterval, LogLevel: "info", LogFormat: "text",
 		ProxyRetries: g.Retries, ProxyIdleTimeout: g.IdleTimeout, ProxyConnectTimeout: g.ConnectTimeout,

@@ -81,6 +81,7 @@ func serveConfig(args []string) (server.Config, error) {
 	var engines multiFlag
 	fs.Var(&engines, "engine", "subscribe in-process to an engine's vLLM/SGLang ZMQ KV events, into --pool; meant for the embedded store (with Redis run the ingest command instead). "+engineFlagHelp)
 	knobs := poolKnobs(fs)
+	applyAccess := accessFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return server.Config{}, err
 	}
@@ -116,6 +117,7 @@ func serveConfig(args []string) (server.Config, error) {
 			apply()
 		}
 	}
+	applyAccess(&cfg.Access, set)
 	if *loadAware && *agentic {
 		return cfg, fmt.Errorf("invalid configuration: --load-aware and --agentic exclude each other")
 	}

@@ -41,6 +41,9 @@ type Options struct {
 	// Ready is GET /readyz's check (nil error: ready). Default nil: the store's Ping. `serve` and
 	// `ingest` also require their configured pools to exist (SPEC §8 "Losing Redis").
 	Ready func(ctx context.Context) error
+	// Auth, when set, requires a bearer token of each endpoint's scope (ScopeOf; SPEC §7.3): 401
+	// without a known token, 403 with one of too small a scope. Default nil: no access control.
+	Auth *Tokens
 }
 
 // API answers requests against one router. Safe for concurrent use.
@@ -118,7 +121,13 @@ func (a *API) Do(ctx context.Context, req Request) Response {
 		ctx, cancel = context.WithTimeout(ctx, a.opts.Timeout)
 		defer cancel()
 	}
-	name, resp := a.dispatch(ctx, &req)
+	var name string
+	var resp Response
+	if e := a.opts.Auth.Check(req.header("Authorization"), ScopeOf(req.RawPath)); e != nil {
+		name, resp = Endpoint(req.RawPath), errorResponse(e.Status, e.Code, e.Msg)
+	} else {
+		name, resp = a.dispatch(ctx, &req)
+	}
 	a.opts.Metrics.observeHTTP(name, resp.Status, time.Since(start))
 	return resp
 }
