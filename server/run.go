@@ -49,7 +49,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	pools, _ := cfg.PoolConfigs() // validated above
 
-	st, err := statestore.Open(cfg.Store, statestore.OpenOptions{RedisTimeout: cfg.RedisTimeout})
+	st, err := statestore.Open(cfg.Store, statestore.OpenOptions{RedisTimeout: cfg.RedisTimeout, Limits: cfg.limits()})
 	if err != nil {
 		return fmt.Errorf("store: %w", err)
 	}

@@ -135,6 +135,53 @@ func (c PoolConfig) validateGateway() error {
 	return nil
 }
 
+// Limits bound what callers may create in a store (SPEC §7.3). Zero fields take the defaults.
+type Limits struct {
+	// MaxPools is the most pools one store holds; creating another is ErrConflict (409). Default
+	// DefaultMaxPools (1024). With Redis the count is checked before the pool's own atomic script, so
+	// routers creating pools at the same instant may overshoot by a few.
+	MaxPools int
+	// MaxWorkers is the most workers one pool holds; registering another is ErrConflict (409), checked
+	// atomically. Default and upper bound MaxWorkersPerPool (4096).
+	MaxWorkers int
+}
+
+// DefaultMaxPools is Limits.MaxPools' default.
+const DefaultMaxPools = 1024
+
+// Validate names a bad limit by its flag.
+func (l Limits) Validate() error {
+	if l.MaxPools < 0 {
+		return fmt.Errorf("%w: max-pools %d must be >= 0 (0 = %d)", ErrInvalid, l.MaxPools, DefaultMaxPools)
+	}
+	if l.MaxWorkers < 0 || l.MaxWorkers > MaxWorkersPerPool {
+		return fmt.Errorf("%w: max-workers %d must be in [0, %d] (0 = %d)", ErrInvalid, l.MaxWorkers, MaxWorkersPerPool, MaxWorkersPerPool)
+	}
+	return nil
+}
+
+func (l Limits) maxPools() int {
+	if l.MaxPools <= 0 {
+		return DefaultMaxPools
+	}
+	return l.MaxPools
+}
+
+func (l Limits) maxWorkers() int {
+	if l.MaxWorkers <= 0 {
+		return MaxWorkersPerPool
+	}
+	return l.MaxWorkers
+}
+
+func (l Limits) tooManyPools(pool string) error {
+	return fmt.Errorf("%w: cannot create pool %q: the store already holds %d pools (--max-pools)", ErrConflict, pool, l.maxPools())
+}
+
+func (l Limits) tooManyWorkers(pool string) error {
+	return fmt.Errorf("%w: cannot register another worker: pool %q already has %d workers (--max-workers)", ErrConflict, pool, l.maxWorkers())
+}
+
 // Limits that keep every store call bounded (SPEC §8, §10).
 const (
 	MaxBlockSize       = 1 << 16
