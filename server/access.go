@@ -71,9 +71,8 @@ func requireTokens(t *api.Tokens, h http.Handler) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if e := t.Check(r.Header.Get("Authorization"), api.ScopeOf(r.URL.EscapedPath())); e != nil {
-			w.Header().Set("Content-Type", api.ContentType)
-			if e.Status == http.StatusUnauthorized {
-				w.Header().Set("WWW-Authenticate", "Bearer")
+			for k, v := range api.HeadersFor(e.Status) {
+				w.Header().Set(k, v)
 			}
 			w.WriteHeader(e.Status)
 			fmt.Fprintf(w, `{"error":{"code":%q,"message":%q}}`+"\n", e.Code, e.Msg)

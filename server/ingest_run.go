@@ -188,7 +188,9 @@ func NetHTTPHandler(a *api.API) http.Handler {
 		q := r.URL.Query()
 		resp := a.Do(r.Context(), api.Request{Method: r.Method, RawPath: r.URL.EscapedPath(), Query: q.Get,
 			Header: r.Header.Get, Body: body})
-		w.Header().Set("Content-Type", api.ContentType)
+		for k, v := range api.HeadersFor(resp.Status) {
+			w.Header().Set(k, v)
+		}
 		w.WriteHeader(resp.Status)
 		w.Write(resp.Body)
 	})

@@ -142,7 +142,9 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	// Not ctx itself: fasthttp cancels it on shutdown, and in-flight requests must drain, not fail.
 	resp := s.api.Do(context.Background(), req)
 	ctx.SetStatusCode(resp.Status)
-	ctx.SetContentType(api.ContentType)
+	for k, v := range api.HeadersFor(resp.Status) {
+		ctx.Response.Header.Set(k, v)
+	}
 	ctx.SetBody(resp.Body)
 }
 

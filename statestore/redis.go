@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/redis/rueidis"
 
@@ -108,18 +109,38 @@ func isConnError(err error) bool {
 	return !errors.As(err, &re) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
 
-// wrap maps a client error: Redis replies (a script error) are internal errors; anything else
-// (connection refused, timeout, closed client) means the store is unavailable.
+// transientPrefixes are the error replies of a Redis that cannot serve now but will (SPEC §8 "Losing
+// Redis"): still loading its dataset, busy in a long script, a replica cut off from its primary or
+// written to after a failover demoted it, a cluster resharding or failing over, out of memory.
+var transientPrefixes = []string{"LOADING", "BUSY", "MASTERDOWN", "READONLY", "TRYAGAIN", "CLUSTERDOWN", "NOREPLICAS", "OOM"}
+
+// isTransientReply reports whether a Redis error reply is one of transientPrefixes.
+func isTransientReply(re *rueidis.RedisError) bool {
+	msg := re.Error()
+	for _, p := range transientPrefixes {
+		if strings.HasPrefix(msg, p) && (len(msg) == len(p) || msg[len(p)] == ' ') {
+			return true
+		}
+	}
+	return false
+}
+
+// wrap maps a client error: a transient Redis reply (isTransientReply), a refused or dropped
+// connection, a closed client: ErrUnavailable; the caller's deadline: context.DeadlineExceeded (the API's
+// "timeout"); other Redis replies (a script error) stay internal errors.
 func (r *Redis) wrap(op string, err error) error {
 	if err == nil {
 		return nil
 	}
 	var re *rueidis.RedisError
 	if errors.As(err, &re) {
+		if isTransientReply(re) {
+			return fmt.Errorf("%w: %s: %s: %v", ErrUnavailable, r.name, op, err)
+		}
 		return fmt.Errorf("statestore: redis %s: %w", op, err)
 	}
-	if errors.Is(err, context.Canceled) {
-		return fmt.Errorf("statestore: redis %s: %w", op, err)
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("statestore: redis %s %s: %w", r.name, op, err)
 	}
 	return fmt.Errorf("%w: %s: %s: %v", ErrUnavailable, r.name, op, err)
 }

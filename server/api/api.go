@@ -107,6 +107,23 @@ type Response struct {
 // ContentType is the media type of every response body.
 const ContentType = "application/json"
 
+// RetryAfterSeconds is the Retry-After of every 503: the store or every worker is unavailable for now
+// (SPEC §8), and a client backing off a second gives a restarting Redis or a failover time.
+const RetryAfterSeconds = "1"
+
+// HeadersFor returns the response headers of an answer with this status: Content-Type, plus
+// Retry-After on a 503 and WWW-Authenticate on a 401. Every transport sets them.
+func HeadersFor(status int) map[string]string {
+	h := map[string]string{"Content-Type": ContentType}
+	switch status {
+	case http.StatusServiceUnavailable:
+		h["Retry-After"] = RetryAfterSeconds
+	case http.StatusUnauthorized:
+		h["WWW-Authenticate"] = "Bearer"
+	}
+	return h
+}
+
 // endpoint is one route of the API.
 type endpoint struct {
 	name    string // template, the metrics label

@@ -44,8 +44,8 @@ func (a *API) fromError(err error) Response {
 	st := Status(err)
 	code := statestore.ErrorCode(err)
 	msg := err.Error()
-	if code == "internal" && errors.Is(err, context.DeadlineExceeded) {
-		code, msg = "timeout", "state store did not answer in time: "+msg
+	if code == "timeout" {
+		msg = "state store did not answer in time: " + msg
 	}
 	if st == http.StatusInternalServerError {
 		a.log.Warn("internal error", "err", err)
