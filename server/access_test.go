@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -63,10 +62,7 @@ func TestServeAccessControl(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Addr, cfg.LogOutput, cfg.LogLevel = "127.0.0.1:0", logs, "debug"
 	cfg.AuthTokens = writeTokens(t)
-	base, stop := startLifecycle(t, func(ctx context.Context, onListening func(net.Addr)) error {
-		cfg.OnListening = onListening
-		return Run(ctx, cfg)
-	})
+	base, stop := startServe(t, cfg)
 	for _, c := range []struct {
 		method, path, token, body string
 		want                      int
@@ -121,10 +117,7 @@ func TestListenRule(t *testing.T) {
 	}
 	logs, logText := logFile(t)
 	cfg.InsecureNoAuth, cfg.LogOutput = true, logs
-	_, stop := startLifecycle(t, func(ctx context.Context, onListening func(net.Addr)) error {
-		cfg.OnListening = onListening
-		return Run(ctx, cfg)
-	})
+	_, stop := startServe(t, cfg)
 	stop()
 	if !strings.Contains(logText(), "insecure-no-auth") {
 		t.Errorf("no warning logged for --insecure-no-auth:\n%s", logText())
@@ -141,10 +134,7 @@ func TestIngestAccessControl(t *testing.T) {
 	cfg := DefaultIngestConfig()
 	cfg.Addr, cfg.LogOutput = "127.0.0.1:0", io.Discard
 	cfg.AuthTokens = writeTokens(t)
-	base, stop := startLifecycle(t, func(ctx context.Context, onListening func(net.Addr)) error {
-		cfg.OnListening = onListening
-		return RunIngest(ctx, cfg)
-	})
+	base, stop := startIngest(t, cfg)
 	defer stop()
 	ev := `{"worker_id":"w1","event":{"data":{"cleared":{}}}}`
 	for _, c := range []struct {

@@ -194,8 +194,9 @@ func (c Config) enginePool() string {
 
 // ServerOptions returns the HTTP server's options.
 func (c Config) ServerOptions() Options {
+	d := DefaultOptions()
 	return Options{MaxBodyBytes: c.MaxBodyBytes, ReadTimeout: c.ReadTimeout, WriteTimeout: c.WriteTimeout,
-		IdleTimeout: c.IdleTimeout, ShutdownTimeout: c.ShutdownTimeout}
+		IdleTimeout: c.IdleTimeout, ShutdownTimeout: c.ShutdownTimeout, MaxHeaderBytes: d.MaxHeaderBytes, MaxURIBytes: d.MaxURIBytes}
 }
 
 // ParseLogLevel maps a level name to slog's.

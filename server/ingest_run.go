@@ -133,7 +133,8 @@ func RunIngest(ctx context.Context, cfg IngestConfig) error {
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.Addr, err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	// net/http answers 431 beyond MaxHeaderBytes, like serve.
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: DefaultOptions().MaxHeaderBytes}
 	mctx, stopMgr := context.WithCancel(context.Background())
 	mdone := make(chan struct{})
 	go func() {

@@ -1,9 +1,7 @@
 package server
 
 import (
-	"context"
 	"io"
-	"net"
 	"strings"
 	"testing"
 
@@ -20,10 +18,7 @@ func TestLimits(t *testing.T) {
 			cfg := DefaultConfig()
 			cfg.Addr, cfg.LogOutput, cfg.Store = "127.0.0.1:0", io.Discard, store
 			cfg.MaxPools, cfg.MaxWorkers = 2, 2 // the implicit default pool is one of the two
-			base, stop := startLifecycle(t, func(ctx context.Context, onListening func(net.Addr)) error {
-				cfg.OnListening = onListening
-				return Run(ctx, cfg)
-			})
+			base, stop := startServe(t, cfg)
 			defer stop()
 			long := strings.Repeat("x", 257)
 			for _, c := range []struct {

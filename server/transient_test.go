@@ -1,9 +1,7 @@
 package server
 
 import (
-	"context"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -32,10 +30,7 @@ func TestStoreTransientStates(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Addr, cfg.LogOutput, cfg.Store = "127.0.0.1:0", io.Discard, srv.URL()
 	cfg.StoreTimeout = 300 * time.Millisecond
-	base, stop := startLifecycle(t, func(ctx context.Context, onListening func(net.Addr)) error {
-		cfg.OnListening = onListening
-		return Run(ctx, cfg)
-	})
+	base, stop := startServe(t, cfg)
 	defer stop()
 	if code, body := httpDo(t, "PUT", base+"/v1/workers/w0", `{"url":"http://w0"}`); code != 200 {
 		t.Fatalf("PUT worker: %d %s", code, body)

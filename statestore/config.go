@@ -3,6 +3,8 @@ package statestore
 import (
 	"fmt"
 	"math"
+	"strings"
+	"unicode/utf8"
 )
 
 // PoolConfig holds a pool's knobs (SPEC §6.4). JSON names are the API's. Zero values of the optional
@@ -355,6 +357,11 @@ func CheckID(what, id string) error {
 	}
 	if len(id) > MaxIDLength {
 		return fmt.Errorf("%w: %s longer than %d bytes", ErrInvalid, what, MaxIDLength)
+	}
+	// Invalid UTF-8 (a percent-decoded path segment) or U+FFFD (what a JSON decoder makes of invalid
+	// bytes or lone surrogates) would be stored rewritten or unprintable: refuse, never rewrite.
+	if !utf8.ValidString(id) || strings.ContainsRune(id, utf8.RuneError) {
+		return fmt.Errorf("%w: %s is not valid UTF-8 (or holds U+FFFD)", ErrInvalid, what)
 	}
 	return nil
 }
