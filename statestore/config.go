@@ -146,6 +146,20 @@ type Limits struct {
 	// MaxWorkers is the most workers one pool holds; registering another is ErrConflict (409), checked
 	// atomically. Default and upper bound MaxWorkersPerPool (4096).
 	MaxWorkers int
+	// MaxEventIDJump: an event id more than this beyond its rank's last applied one is treated as an
+	// engine restart (the rank is cleared, counted in restarts), not as a gap — one absurd id must not
+	// make every later event stale. Default DefaultMaxEventIDJump (2^32); identical in both stores.
+	MaxEventIDJump uint64
+}
+
+// DefaultMaxEventIDJump is Limits.MaxEventIDJump's default.
+const DefaultMaxEventIDJump = 1 << 32
+
+func (l Limits) maxEventIDJump() uint64 {
+	if l.MaxEventIDJump == 0 {
+		return DefaultMaxEventIDJump
+	}
+	return l.MaxEventIDJump
 }
 
 // DefaultMaxPools is Limits.MaxPools' default.

@@ -87,6 +87,7 @@ type softWrite struct {
 
 type memPool struct {
 	mu        sync.RWMutex
+	limits    Limits // the store's
 	name      string
 	cfg       PoolConfig
 	workers   map[string]*memWorker
@@ -132,7 +133,7 @@ func (m *Memory) PutPool(_ context.Context, name string, cfg PoolConfig) error {
 			return m.limits.tooManyPools(name)
 		}
 		m.pools[name] = &memPool{
-			name: name, cfg: cfg, workers: map[string]*memWorker{}, slots: []*memRank{nil},
+			limits: m.limits, name: name, cfg: cfg, workers: map[string]*memWorker{}, slots: []*memRank{nil},
 			events: &eventIndex{}, soft: softIndex{}, leases: map[string]*memLease{}, sessions: map[string]*memSession{},
 		}
 		return nil
