@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -40,9 +41,12 @@ func runIngest(ctx context.Context, args []string) error {
 	shutdownTimeout := fs.Duration("shutdown-timeout", def.ShutdownTimeout, "drain time on SIGTERM/SIGINT")
 	logLevel := fs.String("log-level", def.LogLevel, "debug, info, warn or error")
 	capturePath := fs.String("capture", "", "append every engine message to the event log `FILE` (capture lines, read by the index command); empty = off")
+	applyAccess := accessFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
@@ -58,5 +62,6 @@ func runIngest(ctx context.Context, args []string) error {
 		defer f.Close()
 		cfg.Capture = f
 	}
+	applyAccess(&cfg.Access, set)
 	return server.RunIngest(ctx, cfg)
 }

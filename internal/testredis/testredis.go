@@ -49,6 +49,9 @@ type Server struct {
 	port  int
 	dir   string
 	extra []string
+	// conf, when set, is a config file passed first and starts the process as a Sentinel
+	// (redis-server CONF --sentinel …); Sentinel rewrites it, so it lives in dir.
+	conf string
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -62,20 +65,35 @@ func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
 	bin := requireBinary(t, "KVROUTER_REDIS_SERVER", "redis-server")
 	dir := t.TempDir()
+	return startOnFreePort(t, "redis-server", func(port int) *Server {
+		return &Server{bin: bin, port: port, dir: dir, extra: extra}
+	})
+}
+
+// startOnFreePort starts the server newServer describes on a free loopback port, trying fresh ports
+// up to startAttempts times; the server is stopped by t.Cleanup.
+func startOnFreePort(t testing.TB, what string, newServer func(port int) *Server) *Server {
+	t.Helper()
 	var lastErr error
 	for attempt := 0; attempt < startAttempts; attempt++ {
 		port, err := freePort(false)
 		if err != nil {
 			t.Fatalf("testredis: %v", err)
 		}
-		s := &Server{bin: bin, port: port, dir: dir, extra: extra}
+		s := newServer(port)
 		if lastErr = s.start(); lastErr == nil {
 			t.Cleanup(s.Stop)
 			return s
 		}
 	}
-	t.Fatalf("testredis: redis-server did not start after %d attempts: %v", startAttempts, lastErr)
+	t.Fatalf("testredis: %s did not start after %d attempts: %v", what, startAttempts, lastErr)
 	return nil
+}
+
+// Do sends one command on a fresh connection and returns the reply as a string (simple, bulk or
+// integer replies; an error reply is an error), waiting at most d (e.g. for DEBUG SLEEP or DEBUG RELOAD).
+func (s *Server) Do(d time.Duration, args ...string) (string, error) {
+	return commandTimeout(s.Addr(), d, args...)
 }
 
 // Addr returns "127.0.0.1:PORT".
@@ -144,6 +162,15 @@ func (s *Server) Running() bool {
 }
 
 func (s *Server) args() []string {
+	if s.conf != "" {
+		a := []string{s.conf, "--sentinel",
+			"--port", strconv.Itoa(s.port),
+			"--bind", "127.0.0.1",
+			"--daemonize", "no",
+			"--dir", s.dir,
+		}
+		return append(a, s.extra...)
+	}
 	a := []string{
 		"--port", strconv.Itoa(s.port),
 		"--bind", "127.0.0.1",
@@ -416,12 +443,17 @@ func probe(port int) error {
 // as a string (simple string, bulk string or integer). A RESP error reply
 // is returned as an error. Arrays are not supported (not needed here).
 func command(addr string, args ...string) (string, error) {
+	return commandTimeout(addr, 2*time.Second, args...)
+}
+
+// commandTimeout is command with a bound d on the whole exchange.
+func commandTimeout(addr string, d time.Duration, args ...string) (string, error) {
 	conn, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
 		return "", err
 	}
 	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
+	_ = conn.SetDeadline(time.Now().Add(d))
 	var b strings.Builder
 	fmt.Fprintf(&b, "*%d\r\n", len(args))
 	for _, a := range args {

@@ -73,6 +73,9 @@ func (a *API) putWorker(ctx context.Context, req *Request, p []string) Response 
 		pool = wi.Pool
 	}
 	spec := wi.Spec()
+	if spec.URL == "" {
+		return badRequest("url is required: the address /v1/route returns for this worker")
+	}
 	if err := spec.Validate(); err != nil {
 		return a.fromError(err)
 	}
@@ -167,9 +170,13 @@ func (a *API) healthz(context.Context, *Request, []string) Response {
 }
 
 func (a *API) readyz(ctx context.Context, _ *Request, _ []string) Response {
-	if err := a.rt.Store().Ping(ctx); err != nil {
+	ready := a.opts.Ready
+	if ready == nil {
+		ready = a.rt.Store().Ping
+	}
+	if err := ready(ctx); err != nil {
 		return errorResponse(http.StatusServiceUnavailable, "store_unavailable",
-			fmt.Sprintf("state store %s unreachable: %v", a.rt.Store().Name(), err))
+			fmt.Sprintf("state store %s not ready: %v", a.rt.Store().Name(), err))
 	}
 	return jsonResponse(http.StatusOK, map[string]string{"status": "ready", "store": a.rt.Store().Name()})
 }
