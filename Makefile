@@ -16,7 +16,7 @@ DEMO_ARGS ?=
 TEST_ENV = TESTCONTAINERS_RYUK_DISABLED=true KVROUTER_REDIS_IMAGE=$${KVROUTER_REDIS_IMAGE:-$(REDIS_LOCAL_IMAGE)}
 
 # Per-target time of `make fuzz-smoke` (a go test -fuzztime value).
-FUZZTIME ?= 10s
+FUZZTIME ?= 8s
 
 .PHONY: build test test-short fuzz-smoke bench lint demo redis-image clean
 
@@ -45,7 +45,7 @@ test:
 	@if [ -n "$${CI:-}" ]; then $(MAKE) --no-print-directory fuzz-smoke; fi
 
 ## fuzz-smoke: every fuzz target (found by scripts/fuzz-smoke.sh) for FUZZTIME each, one at a time
-## (9 targets × 10 s ≈ 2 min); each must have a committed seed corpus in testdata/fuzz/FuzzXxx/
+## (9 targets × 8 s plus their builds ≈ 2 min); each must have a committed seed corpus in testdata/fuzz/FuzzXxx/
 fuzz-smoke:
 	GO=$(GO) bash scripts/fuzz-smoke.sh $(FUZZTIME)
 

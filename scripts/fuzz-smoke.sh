@@ -6,12 +6,12 @@
 # committed seed corpus, testdata/fuzz/FuzzXxx/ beside its test file (a missing one fails the run).
 # A failing input is written there by `go test` (commit it: it becomes a regression seed).
 #
-# Usage: scripts/fuzz-smoke.sh [FUZZTIME]   FUZZTIME: per target, a go test -fuzztime value (default 10s)
+# Usage: scripts/fuzz-smoke.sh [FUZZTIME]   FUZZTIME: per target, a go test -fuzztime value (default 8s)
 # Env:   GO   the go command (default go)
 # Exit:  0 every target ran its time without a failure; 1 otherwise.
 set -euo pipefail
 
-fuzztime="${1:-10s}"
+fuzztime="${1:-8s}"
 go="${GO:-go}"
 cd "$(dirname "$0")/.."
 
