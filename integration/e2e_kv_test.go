@@ -15,8 +15,8 @@ import (
 
 // kvTTFTMargin: KV routing's mean time to first token must be at least this many times lower than
 // round-robin's on the test's workload (seed 1). Measured on the loaded 2-core box (docs/EVALUATION.md):
-// 3.80, 2.17, 2.78 (KV 34–41 ms, round-robin 89–151 ms: its misses queue behind 4 k-token prefills);
-// the margin keeps 30 % below the lowest.
+// 3.80, 2.17, 2.78, 3.11, 3.30 (KV 26–41 ms, round-robin 87–151 ms: its misses queue behind 4 k-token
+// prefills); the margin keeps 30 % below the lowest.
 const kvTTFTMargin = 1.5
 
 // TestE2EKVBeatsRoundRobin runs the whole system on one machine as real processes — 4 mock engines
