@@ -11,6 +11,7 @@ package functions
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -19,6 +20,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/kvrouter/kvrouter/server/api"
+	"github.com/kvrouter/kvrouter/statestore"
 )
 
 // Endpoint sets served by each function (api endpoint templates).
@@ -122,8 +124,13 @@ func (h *Handler) list() []string {
 	return out
 }
 
+// errBody is the api error envelope. It is JSON-encoded (not %q: Go escapes such as \x7f, which a path
+// echoed in the message can contain, are not JSON — FuzzInvoke found it).
 func errBody(status int, code, msg string) (int, string) {
-	return status, fmt.Sprintf(`{"error":{"code":%q,"message":%q}}`, code, msg)
+	b, _ := json.Marshal(struct {
+		Error statestore.ErrorBody `json:"error"`
+	}{statestore.ErrorBody{Code: code, Message: msg}})
+	return status, string(b)
 }
 
 func trunc(s string) string {

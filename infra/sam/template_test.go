@@ -21,6 +21,7 @@ import (
 	"github.com/kvrouter/kvrouter/functions"
 	"github.com/kvrouter/kvrouter/gateway"
 	"github.com/kvrouter/kvrouter/server/api"
+	"github.com/kvrouter/kvrouter/statestore"
 )
 
 // toValue converts a YAML node to plain Go values; CloudFormation short forms (!Ref, !Sub, !GetAtt,
@@ -250,37 +251,89 @@ func TestTemplateStructure(t *testing.T) {
 	}
 }
 
-// TestTemplateEnvironment: the environment every function gets is accepted by functions.ConfigFromEnv and
-// points at the cache over TLS.
-func TestTemplateEnvironment(t *testing.T) {
-	tp := load(t)
-	env, _ := tp.globals["Environment"].(map[string]any)
+// cacheEndpoint stands in for what CloudFormation resolves the cache's attributes to at deploy time
+// (the port deliberately not Redis' default, so a hard-coded 6379 would show).
+var cacheEndpoint = map[string]string{
+	"Cache.PrimaryEndPoint.Address": "kvrouter-cache.abc123.ng.0001.euw1.cache.amazonaws.com",
+	"Cache.PrimaryEndPoint.Port":    "6380",
+}
+
+// functionEnv is a function's environment as deployed: the Globals' variables merged with its own,
+// !Ref resolved to the parameter's default, !Sub's ${Cache.…} to cacheEndpoint. Anything else it cannot
+// resolve fails the test.
+func functionEnv(t *testing.T, tp template, fnName string) map[string]string {
+	t.Helper()
+	env, _ := tp.fnProp(tp.resources[fnName], "Environment").(map[string]any)
 	vars, _ := env["Variables"].(map[string]any)
-	store := fmt.Sprint(vars["KVROUTER_STORE"])
-	if !strings.Contains(store, "rediss://${Cache.PrimaryEndPoint.Address}:${Cache.PrimaryEndPoint.Port}") {
-		t.Errorf("KVROUTER_STORE = %s, want rediss:// to the Cache primary endpoint", store)
-	}
-	resolved := map[string]string{}
+	out := map[string]string{}
 	for k, v := range vars {
 		switch x := v.(type) {
 		case string:
-			resolved[k] = x
+			out[k] = x
 		case map[string]any:
 			if ref, ok := x["!Ref"].(string); ok {
-				p, _ := tp.parameters[ref].(map[string]any)
-				resolved[k] = fmt.Sprint(p["Default"])
+				p, ok := tp.parameters[ref].(map[string]any)
+				if !ok || p["Default"] == nil {
+					t.Fatalf("%s: %s = !Ref %s: no such parameter with a default", fnName, k, ref)
+				}
+				out[k] = fmt.Sprint(p["Default"])
 			} else if sub, ok := x["!Sub"].(string); ok {
-				resolved[k] = regexp.MustCompile(`\$\{[^}]+\}`).ReplaceAllString(sub, "cache.internal")
+				out[k] = regexp.MustCompile(`\$\{([^}]+)\}`).ReplaceAllStringFunc(sub, func(m string) string {
+					r, ok := cacheEndpoint[m[2:len(m)-1]]
+					if !ok {
+						t.Fatalf("%s: %s = !Sub %q: cannot resolve %s", fnName, k, sub, m)
+					}
+					return r
+				})
+			} else {
+				t.Fatalf("%s: %s = %v: unsupported intrinsic", fnName, k, x)
 			}
+		default:
+			t.Fatalf("%s: %s = %v (%T): want a string or an intrinsic", fnName, k, v, v)
 		}
 	}
-	resolved["KVROUTER_STORE"] = "rediss://cache.internal:6379"
-	c, err := functions.ConfigFromEnv(func(k string) string { return resolved[k] })
-	if err != nil {
-		t.Fatalf("functions reject the template's environment %v: %v", resolved, err)
-	}
-	if c.Store != "rediss://cache.internal:6379" || c.BlockSize != 16 {
-		t.Errorf("config %+v", c)
+	return out
+}
+
+// TestTemplateEnvironment: the environment every function gets, as deployed, is accepted by
+// functions.ConfigFromEnv, which reads every variable the template sets (a misspelt name fails), and
+// the resulting config points at the cache's primary endpoint over TLS with the template's pool, block
+// size, timeout and log level.
+func TestTemplateEnvironment(t *testing.T) {
+	tp := load(t)
+	for _, fn := range tp.functions() {
+		env := functionEnv(t, tp, fn)
+		read := map[string]bool{}
+		c, err := functions.ConfigFromEnv(func(k string) string { read[k] = true; return env[k] })
+		if err != nil {
+			t.Fatalf("%s: functions reject the template's environment %v: %v", fn, env, err)
+		}
+		for k := range env {
+			if !read[k] {
+				t.Errorf("%s: the template sets %s, which functions.ConfigFromEnv never reads", fn, k)
+			}
+		}
+		opt, _, err := statestore.ParseRedisURL(c.Store)
+		wantAddr := cacheEndpoint["Cache.PrimaryEndPoint.Address"] + ":" + cacheEndpoint["Cache.PrimaryEndPoint.Port"]
+		if err != nil || opt.TLSConfig == nil || len(opt.InitAddress) != 1 || opt.InitAddress[0] != wantAddr {
+			t.Errorf("%s: store %q (err %v, TLS %v, addresses %v), want TLS to the cache's primary endpoint %s",
+				fn, c.Store, err, opt.TLSConfig != nil, opt.InitAddress, wantAddr)
+		}
+		blockSize, _ := tp.parameters["BlockSize"].(map[string]any)
+		logLevel, _ := tp.parameters["LogLevel"].(map[string]any)
+		timeout, err := time.ParseDuration(env["KVROUTER_STORE_TIMEOUT"])
+		if err != nil {
+			t.Errorf("%s: KVROUTER_STORE_TIMEOUT %q: %v", fn, env["KVROUTER_STORE_TIMEOUT"], err)
+		}
+		if got, want := fmt.Sprint(c.Pool, " ", c.BlockSize, " ", c.StoreTimeout, " ", c.LogLevel),
+			fmt.Sprint(env["KVROUTER_POOL"], " ", blockSize["Default"], " ", timeout, " ", logLevel["Default"]); got != want {
+			t.Errorf("%s: pool, block size, store timeout, log level = %s, want the template's %s", fn, got, want)
+		}
+		// The store timeout is below the function's Timeout (s), so a stuck cache fails a call with a 503
+		// before Lambda kills the invocation.
+		if limit, err := time.ParseDuration(fmt.Sprint(tp.fnProp(tp.resources[fn], "Timeout")) + "s"); err != nil || c.StoreTimeout >= limit {
+			t.Errorf("%s: store timeout %s, function Timeout %v", fn, c.StoreTimeout, tp.fnProp(tp.resources[fn], "Timeout"))
+		}
 	}
 }
 
@@ -411,15 +464,7 @@ func TestTemplateGateway(t *testing.T) {
 	}
 	// The function's own environment over the globals is accepted, and its idle timeout is below API
 	// Gateway's 5 minutes on a REGIONAL endpoint.
-	env := map[string]string{}
-	fenv, _ := tp.fnProp(tp.resources[fnName], "Environment").(map[string]any)
-	fvars, _ := fenv["Variables"].(map[string]any)
-	for k, v := range fvars {
-		if s, ok := v.(string); ok {
-			env[k] = s
-		}
-	}
-	env["KVROUTER_STORE"] = "rediss://cache.internal:6379"
+	env := functionEnv(t, tp, fnName)
 	c, err := functions.ConfigFromEnv(func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatalf("%s: environment %v rejected: %v", fnName, env, err)
