@@ -17,8 +17,8 @@ const convergeTimeout = 3 * time.Minute
 // it and a router, all on dataNet; the engine is also on ctlNet so the test can load it while it is cut
 // off dataNet.
 type engineFleet struct {
-	l                                  *lab
-	eng, ing, router                   *node
+	l                                 *lab
+	eng, ing, router                  *node
 	engURL, ingURL, routerURL, worker string
 }
 
@@ -152,5 +152,87 @@ func TestChaosEngineCutOff(t *testing.T) {
 	}
 	if after.Applied.Stale != before.Applied.Stale {
 		t.Errorf("%d events arrived twice (stale)", after.Applied.Stale-before.Applied.Stale)
+	}
+}
+
+// TestChaosIngestRestart kills the ingest (SIGKILL) while the engine publishes under steady load, lets
+// the engine publish with nobody listening, and starts the ingest again: the new process must recover
+// what it missed from the engine's replay buffer, and the index must equal the engine's pool — no event
+// lost, none applied twice. A new ingest process knows no sequence: it opens a new epoch, so the store
+// clears the worker's rank at its first event and the engine's whole replay buffer (10,000 messages,
+// which covers this load) rebuilds it; nothing of the old epoch is applied on top of itself.
+func TestChaosIngestRestart(t *testing.T) {
+	f := newEngineFleet(t)
+	var g engineLoad
+	g.send(f.engURL, 20)
+	waitConverged(t, convergeTimeout, f.routerURL, f.engURL, f.worker, g.all())
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				g.send(f.engURL, 4)
+			}
+		}
+	}()
+	sentAtLeast := func(n int64) func() string {
+		return func() string {
+			if s := g.sent.Load(); s < n {
+				return fmt.Sprintf("%d completions sent", s)
+			}
+			return ""
+		}
+	}
+	waitFor(t, time.Minute, "load running", sentAtLeast(40))
+	pubAtKill := f.blocks(t).Published
+	f.ing.kill()
+	waitFor(t, time.Minute, "load while the ingest is down", sentAtLeast(g.sent.Load()+30))
+	f.ing.restart()
+	restarted := time.Now()
+	f.ingURL = f.ing.url(dataNet, ingestPort) // a restarted container may get a new address
+	waitReady(t, f.ingURL)
+	f.waitSubscribed(t)
+	waitFor(t, time.Minute, "load after the restart", sentAtLeast(g.sent.Load()+20))
+	close(stop)
+	wg.Wait()
+	waitFor(t, convergeTimeout, "ingest caught up with the engine's messages", func() string {
+		st, err := streamStats(t, f.ingURL)
+		if err != nil {
+			return err.Error()
+		}
+		var d mock.BlocksDump
+		if err := httpJSON("GET", f.engURL+"/debug/blocks", nil, &d); err != nil {
+			return err.Error()
+		}
+		if s := st[f.worker]; !s.HasSeq || s.LastSeq+1 < d.Published {
+			return fmt.Sprintf("ingest at seq %d, engine published %d", s.LastSeq, d.Published)
+		}
+		return ""
+	})
+	waitConverged(t, convergeTimeout, f.routerURL, f.engURL, f.worker, g.all())
+	recovery := time.Since(restarted)
+
+	after, d := f.stats(t), f.blocks(t)
+	t.Logf("ingest restarted: %d completions to the engine (%d failed), engine published %d event messages (%d when the ingest was killed); "+
+		"new ingest: live %d, replayed %d (%d replays, %d failed), gaps %d, missed %d, lost %d, partial-history epochs %d, restarts %d, "+
+		"events applied %d, stale %d, rank cleared by the new epoch %d; converged %v after the restart; index = pool (%d blocks)",
+		g.sent.Load(), g.failed.Load(), d.Published, pubAtKill,
+		after.Messages, after.ReplayedMessages, after.Replays, after.ReplayFailures, after.Gaps, after.MissedMessages, after.LostMessages,
+		after.PartialHistory, after.Restarts, after.Applied.Applied, after.Applied.Stale, after.Applied.Restarts, recovery.Round(time.Millisecond), d.Cached)
+	if g.failed.Load() != 0 {
+		t.Errorf("%d completions to the engine failed", g.failed.Load())
+	}
+	if after.LostMessages != 0 || after.Malformed != 0 || after.PartialHistory != 0 {
+		t.Errorf("lost %d, malformed %d messages; partial history %d", after.LostMessages, after.Malformed, after.PartialHistory)
+	}
+	if handed := after.Messages + after.ReplayedMessages; handed != d.Published || after.Applied.Restarts != 1 {
+		t.Errorf("new ingest handed on %d messages (live %d + replayed %d) into %d cleared epochs; the engine published %d: want all, into one",
+			handed, after.Messages, after.ReplayedMessages, after.Applied.Restarts, d.Published)
 	}
 }
