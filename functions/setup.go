@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kvrouter/kvrouter/core"
+	"github.com/kvrouter/kvrouter/gateway"
 	"github.com/kvrouter/kvrouter/server/api"
 	"github.com/kvrouter/kvrouter/statestore"
 	"github.com/kvrouter/kvrouter/tokenizer"
@@ -34,11 +35,20 @@ type Config struct {
 	MaxBodyBytes int
 	// LogLevel (KVROUTER_LOG_LEVEL): debug, info, warn, error. Default info.
 	LogLevel string
+	// The gateway function's proxy (gateway.Options documents each): ProxyRetries
+	// (KVROUTER_PROXY_RETRIES, count, default 2, 0 = none), ProxyIdleTimeout (KVROUTER_PROXY_IDLE_TIMEOUT,
+	// Go duration, default 5m: the longest silence of a worker, also the longest non-streamed generation)
+	// and ProxyConnectTimeout (KVROUTER_PROXY_CONNECT_TIMEOUT, default 5s). Other functions ignore them.
+	ProxyRetries        int
+	ProxyIdleTimeout    time.Duration
+	ProxyConnectTimeout time.Duration
 }
 
 // ConfigFromEnv reads the configuration; errors name the variable.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
-	c := Config{Store: "memory", Pool: core.DefaultPool, BlockSize: 16, StoreTimeout: 2 * time.Second, MaxBodyBytes: 6 << 20, LogLevel: "info"}
+	g := gateway.DefaultOptions()
+	c := Config{Store: "memory", Pool: core.DefaultPool, BlockSize: 16, StoreTimeout: 2 * time.Second, MaxBodyBytes: 6 << 20, LogLevel: "info",
+		ProxyRetries: g.Retries, ProxyIdleTimeout: g.IdleTimeout, ProxyConnectTimeout: g.ConnectTimeout}
 	if v := getenv("KVROUTER_STORE"); v != "" {
 		c.Store = v
 	}
@@ -65,6 +75,21 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if v := getenv("KVROUTER_MAX_BODY_BYTES"); v != "" {
 		if c.MaxBodyBytes, err = strconv.Atoi(v); err != nil || c.MaxBodyBytes < 1024 {
 			return c, fmt.Errorf("KVROUTER_MAX_BODY_BYTES=%q: want an integer >= 1024", v)
+		}
+	}
+	if v := getenv("KVROUTER_PROXY_RETRIES"); v != "" {
+		if c.ProxyRetries, err = strconv.Atoi(v); err != nil || c.ProxyRetries < 0 || c.ProxyRetries > 10 {
+			return c, fmt.Errorf("KVROUTER_PROXY_RETRIES=%q: want an integer in [0, 10]", v)
+		}
+	}
+	for _, d := range []struct {
+		name string
+		dst  *time.Duration
+	}{{"KVROUTER_PROXY_IDLE_TIMEOUT", &c.ProxyIdleTimeout}, {"KVROUTER_PROXY_CONNECT_TIMEOUT", &c.ProxyConnectTimeout}} {
+		if v := getenv(d.name); v != "" {
+			if *d.dst, err = time.ParseDuration(v); err != nil || *d.dst <= 0 {
+				return c, fmt.Errorf("%s=%q: want a positive duration such as 30s", d.name, v)
+			}
 		}
 	}
 	if err := statestore.CheckID("KVROUTER_POOL", c.Pool); err != nil {
@@ -106,19 +131,15 @@ func OpenStore(ctx context.Context, url string) (statestore.Store, error) {
 	return st, nil
 }
 
-// Setup builds the API of a function from its configuration: store, router, implicit pool, tokenizer.
-// Call it once per execution environment (in main, before lambda.Start).
-func Setup(ctx context.Context, c Config) (*api.API, statestore.Store, error) {
+// newLogger is a function's logger: JSON lines on stderr (CloudWatch) at the configured level.
+func newLogger(c Config) *slog.Logger {
 	level, _ := logLevel(c.LogLevel)
-	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	var tok api.Tokenizer
-	if c.Tokenizer != "" {
-		t, err := tokenizer.Load(c.Tokenizer)
-		if err != nil {
-			return nil, nil, fmt.Errorf("KVROUTER_TOKENIZER: %v", err)
-		}
-		tok = t
-	}
+	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// setupRouter opens the store and builds the router, creating the configured pool if the store does not
+// have it yet (an unreachable store is not fatal: requests answer 503 until it is back).
+func setupRouter(ctx context.Context, c Config, logger *slog.Logger) (*core.Router, statestore.Store, error) {
 	st, err := OpenStore(ctx, c.Store)
 	if err != nil {
 		return nil, nil, err
@@ -133,26 +154,84 @@ func Setup(ctx context.Context, c Config) (*api.API, statestore.Store, error) {
 			return nil, nil, fmt.Errorf("create pool %q: %w", c.Pool, err)
 		}
 	} else if err != nil {
-		// Not fatal: Redis may come back; requests answer 503 meanwhile.
 		logger.Warn("pool check at cold start failed", "pool", c.Pool, "err", err)
+	}
+	return rt, st, nil
+}
+
+// Setup builds the API of a function from its configuration: store, router, implicit pool, tokenizer.
+// Call it once per execution environment (in main, before lambda.Start).
+func Setup(ctx context.Context, c Config) (*api.API, statestore.Store, error) {
+	logger := newLogger(c)
+	var tok api.Tokenizer
+	if c.Tokenizer != "" {
+		t, err := tokenizer.Load(c.Tokenizer)
+		if err != nil {
+			return nil, nil, fmt.Errorf("KVROUTER_TOKENIZER: %v", err)
+		}
+		tok = t
+	}
+	rt, st, err := setupRouter(ctx, c, logger)
+	if err != nil {
+		return nil, nil, err
 	}
 	a := api.New(rt, api.Options{Tokenizer: tok, Logger: logger, Timeout: c.StoreTimeout})
 	return a, st, nil
 }
 
+// SetupGateway builds the gateway function's proxy core: the same gateway.Gateway `kvrouter serve` runs,
+// over the same store and router as the other functions. tok turns request bodies into token ids (nil:
+// gateway.RequestTokens, token-array completion prompts only). Call it once per execution environment.
+func SetupGateway(ctx context.Context, c Config, tok gateway.Tokenizer) (*gateway.Gateway, statestore.Store, error) {
+	logger := newLogger(c)
+	opts := gateway.Options{Retries: c.ProxyRetries, NoRetries: c.ProxyRetries == 0, IdleTimeout: c.ProxyIdleTimeout,
+		ConnectTimeout: c.ProxyConnectTimeout, StoreTimeout: c.StoreTimeout, Tokenizer: tok, Logger: logger,
+		// One invocation at a time per execution environment: a few connections per worker suffice.
+		MaxConnsPerWorker: 4}
+	if err := opts.Validate(); err != nil {
+		return nil, nil, fmt.Errorf("invalid configuration: %w", err)
+	}
+	rt, st, err := setupRouter(ctx, c, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	gw, err := gateway.New(rt, opts)
+	if err != nil {
+		st.Close()
+		return nil, nil, err
+	}
+	return gw, st, nil
+}
+
 // Main is the body of every cmd/lambda-* main: configuration from the environment, store and router
 // created once, then start(h) runs the Lambda runtime loop.
 func Main(endpoints []string, start func(h *Handler)) {
-	ctx := context.Background()
-	c, err := ConfigFromEnv(os.Getenv)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "kvrouter lambda: invalid configuration:", err)
-		os.Exit(1)
-	}
-	a, _, err := Setup(ctx, c)
+	c := mustConfig()
+	a, _, err := Setup(context.Background(), c)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kvrouter lambda:", err)
 		os.Exit(1)
 	}
 	start(NewHandler(a, c.MaxBodyBytes, endpoints...))
+}
+
+// GatewayMain is the body of cmd/lambda-gateway: like Main, with the proxy core and the streamed handler.
+func GatewayMain(start func(h *GatewayHandler)) {
+	c := mustConfig()
+	gw, _, err := SetupGateway(context.Background(), c, nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kvrouter lambda gateway:", err)
+		os.Exit(1)
+	}
+	start(NewGatewayHandler(gw, c.MaxBodyBytes, newLogger(c)))
+}
+
+// mustConfig reads the configuration or exits: a function with a bad environment cannot serve.
+func mustConfig() Config {
+	c, err := ConfigFromEnv(os.Getenv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kvrouter lambda: invalid configuration:", err)
+		os.Exit(1)
+	}
+	return c
 }

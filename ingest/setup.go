@@ -49,15 +49,45 @@ func Prepare(ctx context.Context, st statestore.Store, pool string, blockSize in
 	if err := EnsurePool(ctx, st, pool, blockSize); err != nil {
 		return nil, err
 	}
-	now := time.Now().UnixMilli()
-	ws, err := st.Workers(ctx, pool, now)
+	if _, err := RegisterMissing(ctx, st, pool, Registrations(engines), time.Now().UnixMilli()); err != nil {
+		return nil, err
+	}
+	mgr := NewManager(st)
+	for _, e := range engines {
+		if err := mgr.Add(e.Config); err != nil {
+			return nil, err
+		}
+	}
+	return mgr, nil
+}
+
+// RegisterMissing registers each of specs that the pool lacks, or holds with fewer dp ranks than the
+// spec; a registration already there is left as it is. It returns the ids it registered.
+func RegisterMissing(ctx context.Context, st statestore.Store, pool string, specs []statestore.WorkerSpec, nowMs int64) ([]string, error) {
+	ws, err := st.Workers(ctx, pool, nowMs)
 	if err != nil {
 		return nil, fmt.Errorf("pool %q: workers: %w", pool, err)
 	}
-	have := map[string]int{}
+	have := make(map[string]int, len(ws))
 	for _, w := range ws {
 		have[w.WorkerID] = max(w.DPSize, 1)
 	}
+	var done []string
+	for _, spec := range specs {
+		if n, ok := have[spec.WorkerID]; ok && n >= max(spec.DPSize, 1) {
+			continue
+		}
+		if err := st.PutWorker(ctx, pool, spec, nowMs); err != nil {
+			return done, fmt.Errorf("register worker %q: %w", spec.WorkerID, err)
+		}
+		done = append(done, spec.WorkerID)
+	}
+	return done, nil
+}
+
+// Registrations returns the worker registrations the engines need, in first-seen order: one per worker
+// id, with enough dp ranks for every engine of that worker and the last URL given for it.
+func Registrations(engines []Engine) []statestore.WorkerSpec {
 	dpSize, urls := map[string]int{}, map[string]string{}
 	var order []string
 	for _, e := range engines {
@@ -70,22 +100,11 @@ func Prepare(ctx context.Context, st statestore.Store, pool string, blockSize in
 			urls[id] = e.URL
 		}
 	}
-	for _, id := range order {
-		if n, ok := have[id]; ok && n >= dpSize[id] {
-			continue
-		}
-		spec := statestore.WorkerSpec{WorkerID: id, URL: urls[id], DPSize: dpSize[id]}
-		if err := st.PutWorker(ctx, pool, spec, now); err != nil {
-			return nil, fmt.Errorf("register worker %q: %w", id, err)
-		}
+	out := make([]statestore.WorkerSpec, len(order))
+	for i, id := range order {
+		out[i] = statestore.WorkerSpec{WorkerID: id, URL: urls[id], DPSize: dpSize[id]}
 	}
-	mgr := NewManager(st)
-	for _, e := range engines {
-		if err := mgr.Add(e.Config); err != nil {
-			return nil, err
-		}
-	}
-	return mgr, nil
+	return out
 }
 
 // EnsurePool creates pool with the default knobs and blockSize-token blocks if it is missing; an

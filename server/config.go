@@ -16,6 +16,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/kvrouter/kvrouter/core"
+	"github.com/kvrouter/kvrouter/gateway"
 	"github.com/kvrouter/kvrouter/statestore"
 )
 
@@ -64,6 +65,25 @@ type Config struct {
 	EnginePool string `yaml:"engine_pool"`
 	// RedisTimeout bounds one Redis command's write and reply. Default 0 = the store's default (15 s).
 	RedisTimeout time.Duration `yaml:"redis_timeout"`
+	// RecoverInterval is how often the router checks that its configured pools (and its --engine
+	// workers) still exist in the store and re-declares what the store lost (SPEC §8 "Losing Redis").
+	// Default 1 s.
+	RecoverInterval time.Duration `yaml:"recover_interval"`
+
+	// The OpenAI-compatible gateway (SPEC §7.2; gateway.Options documents each).
+	// ProxyRetries: routes again after a connect failure or a 429/503 before any byte was sent. Default 2;
+	// range [0, 10].
+	ProxyRetries int `yaml:"proxy_retries"`
+	// ProxyIdleTimeout bounds each wait on a worker with no byte moving (and so a non-streaming
+	// generation). Default 5 min.
+	ProxyIdleTimeout time.Duration `yaml:"proxy_idle_timeout"`
+	// ProxyConnectTimeout bounds dialling a worker (and waiting for a free pooled connection). Default 5 s.
+	ProxyConnectTimeout time.Duration `yaml:"proxy_connect_timeout"`
+	// ProxyMaxConnsPerWorker bounds the pooled connections to one worker. Default 1024.
+	ProxyMaxConnsPerWorker int `yaml:"proxy_max_conns_per_worker"`
+	// GatewayTokenizer turns gateway request bodies into token ids. Default nil: token-array completion
+	// prompts only (gateway.RequestTokens). Not settable from a file.
+	GatewayTokenizer gateway.Tokenizer `yaml:"-"`
 
 	// LogOutput receives the log. Default nil = stderr. Not settable from a file.
 	LogOutput io.Writer `yaml:"-"`
@@ -74,10 +94,19 @@ type Config struct {
 
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
-	o := DefaultOptions()
+	o, g := DefaultOptions(), gateway.DefaultOptions()
 	return Config{Addr: ":8080", Store: "memory", MaxBodyBytes: o.MaxBodyBytes, MaxEvents: 100000,
 		ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout, IdleTimeout: o.IdleTimeout,
-		ShutdownTimeout: o.ShutdownTimeout, StoreTimeout: 5 * time.Second, LogLevel: "info", LogFormat: "text"}
+		ShutdownTimeout: o.ShutdownTimeout, StoreTimeout: 5 * time.Second, RecoverInterval: DefaultRecoverInterval, LogLevel: "info", LogFormat: "text",
+		ProxyRetries: g.Retries, ProxyIdleTimeout: g.IdleTimeout, ProxyConnectTimeout: g.ConnectTimeout,
+		ProxyMaxConnsPerWorker: g.MaxConnsPerWorker}
+}
+
+// GatewayOptions returns the gateway's options (without Metrics and Logger).
+func (c Config) GatewayOptions() gateway.Options {
+	return gateway.Options{Retries: c.ProxyRetries, NoRetries: c.ProxyRetries == 0, IdleTimeout: c.ProxyIdleTimeout,
+		ConnectTimeout: c.ProxyConnectTimeout, MaxConnsPerWorker: c.ProxyMaxConnsPerWorker,
+		StoreTimeout: c.StoreTimeout, Tokenizer: c.GatewayTokenizer}
 }
 
 // DefaultBlockSize is the block size of the implicit default pool.
@@ -117,6 +146,9 @@ func (c Config) Validate() error {
 			return err
 		}
 	}
+	if c.RecoverInterval <= 0 {
+		return fmt.Errorf("recover-interval must be > 0, got %s", c.RecoverInterval)
+	}
 	if c.StoreTimeout <= 0 {
 		return fmt.Errorf("store-timeout must be > 0, got %s", c.StoreTimeout)
 	}
@@ -127,6 +159,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("log-format must be text or json, got %q", c.LogFormat)
 	}
 	if err := c.ServerOptions().Validate(); err != nil {
+		return err
+	}
+	if c.ProxyIdleTimeout <= 0 || c.ProxyConnectTimeout <= 0 {
+		return fmt.Errorf("proxy-idle-timeout and proxy-connect-timeout must be > 0, got %s and %s", c.ProxyIdleTimeout, c.ProxyConnectTimeout)
+	}
+	if err := c.GatewayOptions().Validate(); err != nil {
 		return err
 	}
 	_, err := c.PoolConfigs()

@@ -35,6 +35,9 @@ type IngestConfig struct {
 	Pool string
 	// BlockSize is the pool's KV block size, tokens (must equal the engines'). Default 16.
 	BlockSize int
+	// RecoverInterval is how often ingest checks that its pool and its engines' workers still exist in
+	// the store and registers them again if the store lost them (SPEC §8 "Losing Redis"). Default 1 s.
+	RecoverInterval time.Duration
 	// QueueSize is each subscriber's decoded-message buffer (count). Default 64.
 	QueueSize int
 	// ShutdownTimeout bounds the HTTP drain and the subscribers' stop. Default 10 s.
@@ -57,7 +60,7 @@ const (
 
 // DefaultIngestConfig returns the defaults.
 func DefaultIngestConfig() IngestConfig {
-	return IngestConfig{Addr: "127.0.0.1:8081", Store: "memory", Pool: core.DefaultPool, BlockSize: 16, QueueSize: 64,
+	return IngestConfig{Addr: "127.0.0.1:8081", Store: "memory", Pool: core.DefaultPool, BlockSize: 16, QueueSize: 64, RecoverInterval: DefaultRecoverInterval,
 		ShutdownTimeout: 10 * time.Second, LogLevel: "info"}
 }
 
@@ -69,8 +72,8 @@ func (cfg IngestConfig) Validate() error {
 	if cfg.BlockSize < 1 {
 		return fmt.Errorf("block-size %d: must be > 0", cfg.BlockSize)
 	}
-	if cfg.QueueSize < 1 || cfg.ShutdownTimeout <= 0 || cfg.RedisTimeout < 0 {
-		return fmt.Errorf("queue-size and shutdown-timeout must be > 0, redis-timeout >= 0")
+	if cfg.QueueSize < 1 || cfg.ShutdownTimeout <= 0 || cfg.RedisTimeout < 0 || cfg.RecoverInterval <= 0 {
+		return fmt.Errorf("queue-size, shutdown-timeout and recover-interval must be > 0, redis-timeout >= 0")
 	}
 	_, err := ParseLogLevel(cfg.LogLevel)
 	return err
@@ -105,8 +108,14 @@ func RunIngest(ctx context.Context, cfg IngestConfig) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		ingest.NewCollector(mgr))
 	metrics := api.NewMetrics(reg)
-	a := api.New(rt, api.Options{Metrics: metrics, Logger: logger, Timeout: ingestAPITimeout})
-	h := ingest.NewServiceHandler(ingest.ServiceOptions{Manager: mgr, API: NetHTTPHandler(a), Ready: st.Ping, Gatherer: reg})
+	kp := newKeeper(st, []PoolSetup{{Name: cfg.Pool, Config: statestore.DefaultPoolConfig(cfg.BlockSize), IfMissing: true}},
+		servedWorkers(mgr, cfg.Pool, specs), reg, logger)
+	kp.grace = ingestPoolGrace
+	kctx, stopKeeper := context.WithCancel(ctx)
+	defer stopKeeper()
+	go kp.run(kctx, cfg.RecoverInterval, ingestAPITimeout)
+	a := api.New(rt, api.Options{Metrics: metrics, Logger: logger, Timeout: ingestAPITimeout, Ready: kp.ready})
+	h := ingest.NewServiceHandler(ingest.ServiceOptions{Manager: mgr, API: NetHTTPHandler(a), Ready: kp.ready, Gatherer: reg})
 
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {

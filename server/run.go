@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/kvrouter/kvrouter/core"
+	"github.com/kvrouter/kvrouter/gateway"
 	"github.com/kvrouter/kvrouter/ingest"
 	"github.com/kvrouter/kvrouter/server/api"
 	"github.com/kvrouter/kvrouter/statestore"
@@ -65,13 +67,20 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	kept := pools
+	var engineWorkers func() map[string][]statestore.WorkerSpec
 	if len(cfg.Engines) > 0 {
-		stop, err := runEngines(ctx, cfg, rt, reg, logger)
+		eng, err := runEngines(ctx, cfg, rt, reg, logger)
 		if err != nil {
 			return err
 		}
-		defer stop() // after the HTTP server drained
+		defer eng.stop() // after the HTTP server drained
+		kept, engineWorkers = withPool(pools, eng.pool), eng.workers
 	}
+	kp := newKeeper(rt.Store(), kept, engineWorkers, reg, logger)
+	kctx, stopKeeper := context.WithCancel(ctx)
+	defer stopKeeper()
+	go kp.run(kctx, cfg.RecoverInterval, cfg.StoreTimeout)
 
 	tp, shutdownTracing, err := Tracing(ctx, cfg.OTLPEndpoint, "kvrouter")
 	if err != nil {
@@ -83,9 +92,15 @@ func Run(ctx context.Context, cfg Config) error {
 		_ = shutdownTracing(c)
 	}()
 	a := api.New(rt, api.Options{Tokenizer: tok, Metrics: metrics, Tracer: tp.Tracer("github.com/kvrouter/kvrouter/server"),
-		Logger: logger, MaxEvents: cfg.MaxEvents, Timeout: cfg.StoreTimeout})
+		Logger: logger, MaxEvents: cfg.MaxEvents, Timeout: cfg.StoreTimeout, Ready: kp.ready})
+	gopts := cfg.GatewayOptions()
+	gopts.Metrics, gopts.Logger = gateway.NewMetrics(reg), logger
+	gw, err := gateway.New(rt, gopts)
+	if err != nil {
+		return fmt.Errorf("invalid configuration: %v", err)
+	}
 	opts := cfg.ServerOptions()
-	opts.Gatherer, opts.Logger = reg, logger
+	opts.Gatherer, opts.Logger, opts.Gateway = reg, logger, gw
 	srv, err := New(a, opts)
 	if err != nil {
 		return fmt.Errorf("invalid configuration: %v", err)
@@ -144,23 +159,30 @@ func declarePools(ctx context.Context, rt *core.Router, pools []PoolSetup) error
 	return nil
 }
 
-// runEngines subscribes to cfg.Engines in-process, into cfg.EnginePool, and returns the function that
-// stops the subscribers and waits for them.
-func runEngines(ctx context.Context, cfg Config, rt *core.Router, reg *prometheus.Registry, logger *slog.Logger) (stop func(), err error) {
+// engines is the in-process ingest of serve's --engine values.
+type engines struct {
+	pool PoolSetup // the engines' pool (as created if missing)
+	// workers returns the engines' worker registrations still served (streams removed are dropped).
+	workers func() map[string][]statestore.WorkerSpec
+	stop    func() // stops the subscribers and waits for them
+}
+
+// runEngines subscribes to cfg.Engines in-process, into cfg.EnginePool.
+func runEngines(ctx context.Context, cfg Config, rt *core.Router, reg *prometheus.Registry, logger *slog.Logger) (engines, error) {
 	sctx, cancel := context.WithTimeout(ctx, 2*cfg.StoreTimeout)
 	defer cancel()
 	pool := cfg.enginePool()
 	pc, err := rt.PoolConfig(sctx, pool)
 	if err != nil {
-		return nil, fmt.Errorf("engine: pool %q: %w", pool, err)
+		return engines{}, fmt.Errorf("engine: pool %q: %w", pool, err)
 	}
-	engines, err := ingest.ParseEngines(cfg.Engines, pool, pc.BlockSize, engineQueueSize, logger)
+	specs, err := ingest.ParseEngines(cfg.Engines, pool, pc.BlockSize, engineQueueSize, logger)
 	if err != nil {
-		return nil, fmt.Errorf("invalid configuration: %v", err)
+		return engines{}, fmt.Errorf("invalid configuration: %v", err)
 	}
-	mgr, err := ingest.Prepare(sctx, rt.Store(), pool, pc.BlockSize, engines)
+	mgr, err := ingest.Prepare(sctx, rt.Store(), pool, pc.BlockSize, specs)
 	if err != nil {
-		return nil, fmt.Errorf("engine: %w", err)
+		return engines{}, fmt.Errorf("engine: %w", err)
 	}
 	reg.MustRegister(ingest.NewCollector(mgr))
 	mctx, stopMgr := context.WithCancel(context.Background())
@@ -169,5 +191,39 @@ func runEngines(ctx context.Context, cfg Config, rt *core.Router, reg *prometheu
 		defer close(done)
 		_ = mgr.Run(mctx)
 	}()
-	return func() { stopMgr(); <-done }, nil
+	return engines{
+		pool:    PoolSetup{Name: pool, Config: statestore.DefaultPoolConfig(pc.BlockSize), IfMissing: true},
+		workers: servedWorkers(mgr, pool, specs),
+		stop:    func() { stopMgr(); <-done },
+	}, nil
+}
+
+// servedWorkers returns the registrations of specs whose worker still has a stream in mgr, by pool.
+func servedWorkers(mgr *ingest.Manager, pool string, specs []ingest.Engine) func() map[string][]statestore.WorkerSpec {
+	regs := ingest.Registrations(specs)
+	return func() map[string][]statestore.WorkerSpec {
+		live := map[string]bool{}
+		for _, k := range mgr.Keys() {
+			if k.Pool == pool {
+				live[k.WorkerID] = true
+			}
+		}
+		var out []statestore.WorkerSpec
+		for _, r := range regs {
+			if live[r.WorkerID] {
+				out = append(out, r)
+			}
+		}
+		return map[string][]statestore.WorkerSpec{pool: out}
+	}
+}
+
+// withPool returns pools plus p unless a pool of that name is already there.
+func withPool(pools []PoolSetup, p PoolSetup) []PoolSetup {
+	for _, q := range pools {
+		if q.Name == p.Name {
+			return pools
+		}
+	}
+	return append(slices.Clip(pools), p)
 }

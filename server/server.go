@@ -18,6 +18,7 @@ import (
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 
+	"github.com/kvrouter/kvrouter/gateway"
 	"github.com/kvrouter/kvrouter/server/api"
 )
 
@@ -40,6 +41,9 @@ type Options struct {
 	Gatherer prometheus.Gatherer
 	// Logger receives server errors. Default slog.Default().
 	Logger *slog.Logger
+	// Gateway serves the OpenAI-compatible endpoints (SPEC §7.2); nil = they are 404. A streamed answer
+	// has no whole-response write timeout: WriteTimeout bounds each chunk's write instead.
+	Gateway *gateway.Gateway
 }
 
 // DefaultOptions returns the documented defaults.
@@ -120,6 +124,10 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	path := ctx.URI().PathOriginal()
 	if s.metrics != nil && string(ctx.Path()) == "/metrics" && ctx.IsGet() {
 		s.metrics(ctx)
+		return
+	}
+	if s.opts.Gateway != nil && gateway.Handles(string(ctx.Path())) {
+		s.serveGateway(ctx)
 		return
 	}
 	req := api.Request{

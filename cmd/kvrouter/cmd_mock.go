@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -38,6 +39,8 @@ func runMock(ctx context.Context, args []string) error {
 	errorProb := fs.Float64("error-prob", 0, "fault: answer completions with --error-status with this probability")
 	errorStatus := fs.Int("error-status", 503, "fault: HTTP status of injected errors")
 	slowMs := fs.Float64("slow-ms", 0, "fault: delay every completion response, ms")
+	failMidStream := fs.Int("fail-mid-stream-after", 0, "fault: cut every streamed completion's connection after N token chunks, like a crashed engine (0 = off)")
+	itlMs := fs.Float64("itl-ms", 0, "least interval between streamed tokens, virtual ms (0 = the engine model's pace: each token at the end of the step that decodes it, ~6 ms at batch 1)")
 	seed := fs.Uint64("seed", 1, "seed of the fault injection's random numbers")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := parseFlags(fs, args); err != nil {
@@ -85,11 +88,12 @@ func runMock(ctx context.Context, args []string) error {
 		cfg := mock.Config{
 			Name: name, Model: *model, Speedup: *speedup,
 			HTTPAddr: port(*httpPort, i), ZMQEndpoint: "tcp://" + port(*zmqPort, 2*i), ReplayEndpoint: replay,
-			ReplayBuffer: *replayBuf, DefaultMaxTokens: *defMax, Seed: *seed + uint64(i), Logger: logger,
+			ReplayBuffer: *replayBuf, DefaultMaxTokens: *defMax, ITLMs: *itlMs, Seed: *seed + uint64(i), Logger: logger,
 			Engine: engine.Options{BlockSize: *blockSize, NumBlocks: *numBlocks, MaxNumBatchedTokens: *maxBatched,
 				MaxNumSeqs: *maxSeqs, Salt: uint64(i + 1)},
 			Faults: mock.Faults{DropEvents: *dropEvents, DropProb: *dropProb, DuplicateEvents: *dupEvents,
-				DelayEventsMs: *delayEvents, ErrorProb: *errorProb, ErrorStatus: *errorStatus, SlowMs: *slowMs},
+				DelayEventsMs: *delayEvents, ErrorProb: *errorProb, ErrorStatus: *errorStatus, SlowMs: *slowMs,
+				FailMidStreamAfter: *failMidStream},
 		}
 		if err := cfg.Validate(); err != nil {
 			return fmt.Errorf("invalid configuration: %v", err)
@@ -102,7 +106,18 @@ func runMock(ctx context.Context, args []string) error {
 		logger.Info("engine ready", "name", name, "http", s.URL(), "events", s.EventsAddr(),
 			"replay", s.ReplayAddr(), "block_size", *blockSize, "num_blocks", s.Blocks().NumBlocks)
 	}
-	// The --engine spec of `kvrouter ingest` for all of them, for copy and paste.
+	specs := engineFlags(servers)
+	logger.Info("all engines ready", "count", len(servers), "ingest_flags", strings.Join(specs, " "))
+	if err := printEngineFlags(stdout, specs); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	logger.Info("stopping")
+	return nil
+}
+
+// engineFlags are the --engine flags of `kvrouter serve` and `kvrouter ingest` for the engines.
+func engineFlags(servers []*mock.Server) []string {
 	specs := make([]string, len(servers))
 	for i, s := range servers {
 		specs[i] = "--engine " + s.Blocks().Name + "=" + s.EventsAddr()
@@ -111,8 +126,21 @@ func runMock(ctx context.Context, args []string) error {
 		}
 		specs[i] += ",url=" + s.URL()
 	}
-	logger.Info("all engines ready", "count", len(servers), "ingest_flags", strings.Join(specs, " "))
-	<-ctx.Done()
-	logger.Info("stopping")
-	return nil
+	return specs
+}
+
+// printEngineFlags prints the flags on stdout, one per line and continued with a backslash, so the
+// block pastes after `kvrouter serve --store memory \` (or `kvrouter ingest … \`) in a shell. Nothing
+// else goes to stdout; logs go to stderr.
+func printEngineFlags(w io.Writer, specs []string) error {
+	var b strings.Builder
+	for i, s := range specs {
+		b.WriteString("  " + s)
+		if i < len(specs)-1 {
+			b.WriteString(" \\")
+		}
+		b.WriteByte('\n')
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }

@@ -13,7 +13,7 @@ import (
 )
 
 func init() {
-	register(command{name: "serve", summary: "the router: HTTP decision API, events and worker APIs, /metrics (SPEC §7)", run: runServe})
+	register(command{name: "serve", summary: "the router: OpenAI-compatible gateway, HTTP decision API, events and worker APIs, /metrics (SPEC §7)", run: runServe})
 }
 
 // poolKnobFlags are the per-pool knobs settable by flag (SPEC §6.4): flag name = knob name with '_' → '-'.
@@ -37,6 +37,8 @@ var poolKnobFlags = []struct {
 	{"lease_ttl_ms", "int", "request lease TTL, ms (default 300000)"},
 	{"worker_ttl_ms", "int", "worker liveness window, ms (default 0 = live until removed)"},
 	{"max_prompt_tokens", "int", "longest accepted prompt, tokens (default 1048576)"},
+	{"models", "list", "gateway: comma-separated model names the pool serves (a request's \"model\" picks the pool; default none)"},
+	{"tokenize", "string", "gateway: how prompts become token ids: local (the pool's tokenizer), engine (a worker's /tokenize) or none (load-only routing); default local with a tokenizer, else none"},
 	{"unhealthy_after", "int", "failed forwards in a row that mark a worker unhealthy for all routers (default 3; 0 = off)"},
 	{"unhealthy_backoff_ms", "int", "how long an unhealthy worker is skipped before one request probes it, ms (default 10000; doubles per failed probe, up to 8x)"},
 }
@@ -61,7 +63,7 @@ func serveConfig(args []string) (server.Config, error) {
 	maxBody := fs.Int("max-body-bytes", def.MaxBodyBytes, "largest request body, bytes (413 above)")
 	maxEvents := fs.Int("max-events", def.MaxEvents, "most events in one POST /v1/events")
 	readTimeout := fs.Duration("read-timeout", def.ReadTimeout, "time to read one request")
-	writeTimeout := fs.Duration("write-timeout", def.WriteTimeout, "time to write one response")
+	writeTimeout := fs.Duration("write-timeout", def.WriteTimeout, "time to write one response (a streamed gateway answer: each chunk, no whole-stream bound)")
 	idleTimeout := fs.Duration("idle-timeout", def.IdleTimeout, "idle keep-alive connection lifetime")
 	shutdownTimeout := fs.Duration("shutdown-timeout", def.ShutdownTimeout, "drain time for in-flight requests on SIGTERM/SIGINT")
 	storeTimeout := fs.Duration("store-timeout", def.StoreTimeout, "bound on one request's state-store work")
@@ -69,6 +71,10 @@ func serveConfig(args []string) (server.Config, error) {
 	otlp := fs.String("otlp-endpoint", "", "OTLP/HTTP trace collector (host:port or URL); empty = tracing off")
 	logLevel := fs.String("log-level", def.LogLevel, "debug, info, warn or error (debug logs every decision)")
 	logFormat := fs.String("log-format", def.LogFormat, "text or json")
+	proxyRetries := fs.Int("proxy-retries", def.ProxyRetries, "gateway: route again after a connect failure or a 429/503 before any byte reached the client, at most this many times")
+	proxyIdle := fs.Duration("proxy-idle-timeout", def.ProxyIdleTimeout, "gateway: longest wait on a worker with no byte moving (response head, each stream chunk, a whole non-streaming answer); no whole-stream timeout")
+	proxyConnect := fs.Duration("proxy-connect-timeout", def.ProxyConnectTimeout, "gateway: bound on dialling a worker or waiting for a free pooled connection (then retried elsewhere)")
+	proxyConns := fs.Int("proxy-max-conns-per-worker", def.ProxyMaxConnsPerWorker, "gateway: most pooled connections to one worker")
 	pool := fs.String("pool", core.DefaultPool, "the pool the pool flags below and --engine apply to")
 	loadAware := fs.Bool("load-aware", false, "preset: overlap_score_credit 0 (pure load balancing)")
 	agentic := fs.Bool("agentic", false, "preset: credit 2, prefill scale 4, request weight 64")
@@ -100,7 +106,10 @@ func serveConfig(args []string) (server.Config, error) {
 		"store-timeout": func() { cfg.StoreTimeout = *storeTimeout }, "tokenizer": func() { cfg.Tokenizer = *tokPath },
 		"otlp-endpoint": func() { cfg.OTLPEndpoint = *otlp }, "log-level": func() { cfg.LogLevel = *logLevel },
 		"log-format": func() { cfg.LogFormat = *logFormat }, "engine": func() { cfg.Engines = engines },
-		"pool": func() { cfg.EnginePool = *pool },
+		"pool":          func() { cfg.EnginePool = *pool },
+		"proxy-retries": func() { cfg.ProxyRetries = *proxyRetries }, "proxy-idle-timeout": func() { cfg.ProxyIdleTimeout = *proxyIdle },
+		"proxy-connect-timeout":      func() { cfg.ProxyConnectTimeout = *proxyConnect },
+		"proxy-max-conns-per-worker": func() { cfg.ProxyMaxConnsPerWorker = *proxyConns },
 	}
 	for name, apply := range overlay {
 		if set[name] {
@@ -150,6 +159,12 @@ func poolKnobs(fs *flag.FlagSet) map[string]func() any {
 		case "bool":
 			v := fs.Bool(name, false, k.help)
 			out[k.knob] = func() any { return *v }
+		case "string":
+			v := fs.String(name, "", k.help)
+			out[k.knob] = func() any { return *v }
+		case "list":
+			v := fs.String(name, "", k.help)
+			out[k.knob] = func() any { return splitList(*v) }
 		default:
 			v := fs.Float64(name, 0, k.help)
 			out[k.knob] = func() any { return *v }

@@ -49,6 +49,9 @@ type Server struct {
 	port  int
 	dir   string
 	extra []string
+	// conf, when set, is a config file passed first and starts the process as a Sentinel
+	// (redis-server CONF --sentinel …); Sentinel rewrites it, so it lives in dir.
+	conf string
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -62,19 +65,28 @@ func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
 	bin := requireBinary(t, "KVROUTER_REDIS_SERVER", "redis-server")
 	dir := t.TempDir()
+	return startOnFreePort(t, "redis-server", func(port int) *Server {
+		return &Server{bin: bin, port: port, dir: dir, extra: extra}
+	})
+}
+
+// startOnFreePort starts the server newServer describes on a free loopback port, trying fresh ports
+// up to startAttempts times; the server is stopped by t.Cleanup.
+func startOnFreePort(t testing.TB, what string, newServer func(port int) *Server) *Server {
+	t.Helper()
 	var lastErr error
 	for attempt := 0; attempt < startAttempts; attempt++ {
 		port, err := freePort(false)
 		if err != nil {
 			t.Fatalf("testredis: %v", err)
 		}
-		s := &Server{bin: bin, port: port, dir: dir, extra: extra}
+		s := newServer(port)
 		if lastErr = s.start(); lastErr == nil {
 			t.Cleanup(s.Stop)
 			return s
 		}
 	}
-	t.Fatalf("testredis: redis-server did not start after %d attempts: %v", startAttempts, lastErr)
+	t.Fatalf("testredis: %s did not start after %d attempts: %v", what, startAttempts, lastErr)
 	return nil
 }
 
@@ -144,6 +156,15 @@ func (s *Server) Running() bool {
 }
 
 func (s *Server) args() []string {
+	if s.conf != "" {
+		a := []string{s.conf, "--sentinel",
+			"--port", strconv.Itoa(s.port),
+			"--bind", "127.0.0.1",
+			"--daemonize", "no",
+			"--dir", s.dir,
+		}
+		return append(a, s.extra...)
+	}
 	a := []string{
 		"--port", strconv.Itoa(s.port),
 		"--bind", "127.0.0.1",

@@ -156,3 +156,14 @@ func mustString(t *testing.T, r rueidis.RedisResult) string {
 	}
 	return s
 }
+
+// TestSentinel: three sentinels agree on the primary and see its replica; the URL names them all.
+func TestSentinel(t *testing.T) {
+	g := StartSentinel(t, SentinelOptions{Replicas: 1, Sentinels: 3})
+	if got := g.MasterAddr(); got != g.Primary.Addr() {
+		t.Fatalf("sentinel names primary %q, want %q", got, g.Primary.Addr())
+	}
+	if u := g.URL(); !strings.HasPrefix(u, "redis-sentinel://") || strings.Count(u, ",") != 2 || !strings.HasSuffix(u, "/"+SentinelMaster) {
+		t.Fatalf("URL %q", u)
+	}
+}

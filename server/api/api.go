@@ -38,6 +38,9 @@ type Options struct {
 	MaxEvents int
 	// Timeout bounds the state-store work of one request. Default 0: the caller's context only.
 	Timeout time.Duration
+	// Ready is GET /readyz's check (nil error: ready). Default nil: the store's Ping. `serve` and
+	// `ingest` also require their configured pools to exist (SPEC §8 "Losing Redis").
+	Ready func(ctx context.Context) error
 }
 
 // API answers requests against one router. Safe for concurrent use.

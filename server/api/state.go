@@ -167,9 +167,13 @@ func (a *API) healthz(context.Context, *Request, []string) Response {
 }
 
 func (a *API) readyz(ctx context.Context, _ *Request, _ []string) Response {
-	if err := a.rt.Store().Ping(ctx); err != nil {
+	ready := a.opts.Ready
+	if ready == nil {
+		ready = a.rt.Store().Ping
+	}
+	if err := ready(ctx); err != nil {
 		return errorResponse(http.StatusServiceUnavailable, "store_unavailable",
-			fmt.Sprintf("state store %s unreachable: %v", a.rt.Store().Name(), err))
+			fmt.Sprintf("state store %s not ready: %v", a.rt.Store().Name(), err))
 	}
 	return jsonResponse(http.StatusOK, map[string]string{"status": "ready", "store": a.rt.Store().Name()})
 }

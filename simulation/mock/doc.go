@@ -7,7 +7,11 @@
 // # HTTP endpoints (one engine per listener)
 //
 //	POST /v1/completions        prompt: string, or token ids ([]int, as vLLM accepts); max_tokens; stream
-//	POST /v1/chat/completions   messages [{role, content}]; max_tokens | max_completion_tokens; stream
+//	POST /v1/chat/completions   messages [{role, content}]; max_tokens | max_completion_tokens; stream;
+//	                            add_generation_prompt (default true), continue_final_message
+//	POST /tokenize              vLLM's: {model?, prompt, add_special_tokens?} or {model?, messages,
+//	                            add_generation_prompt?, continue_final_message?, add_special_tokens?},
+//	                            return_token_strs? → {count, max_model_len, tokens[, token_strs]}
 //	GET  /v1/models, GET /health
 //	GET  /metrics               vllm:num_requests_running, vllm:num_requests_waiting,
 //	                            vllm:kv_cache_usage_perc, vllm:prompt_tokens_total,
@@ -18,18 +22,31 @@
 //	POST /admin/restart         restart the engine: empty cache, fresh event sequence from 0
 //
 // Responses report the prefix cache hit in usage.prompt_tokens_details.cached_tokens (vLLM's
-// --enable-prompt-tokens-details), so a client can measure the hit rate the engine saw. Generated
-// text is deterministic: exactly max_tokens words (finish_reason "length"), chosen by hashing the
-// prompt's token ids with the token's position. Streaming (SSE) sends the first token when the
-// engine model samples it (a true TTFT) and the rest when the request finishes: the engine model
-// reports first and last tokens only, not every decode step.
+// --enable-prompt-tokens-details): non-streamed answers always, streamed ones in the final usage chunk
+// when stream_options.include_usage is set; cached_tokens is the engine's prefix cache hit at admission,
+// tokens. Generated text is deterministic: exactly max_tokens words (finish_reason "length"), chosen
+// by hashing the prompt's token ids with the token's position.
+//
+// # Streaming
+//
+// Streaming (SSE) sends one chunk per output token when the engine model samples it: the first at the
+// end of the prefill step (a true TTFT), each next one at the end of the decode step that samples it
+// (~6 ms apart at batch 1 with the default cost model, more in a busy batch, divided by Speedup), then
+// the usage chunk if asked and "data: [DONE]". Config.ITLMs (`kvrouter mock --itl-ms`) sets a least
+// interval between tokens instead (virtual ms): the stream is held back, the engine still computes
+// at its own pace. A non-streamed answer comes whole once its last token is due. When the client goes
+// away (connection closed, write error) the engine aborts the request and frees its KV blocks, as vLLM
+// does.
 //
 // # Built-in tokenizer
 //
 // A text prompt is split on white space (strings.Fields); each word w becomes the token id
-// 100 + XXH3-64(w) mod 50000. A chat request is tokenized as the concatenation of its messages, each
-// as the words "<role>:" followed by the content's words, so conversations that share their first
-// messages share a token prefix. Token-id prompts are taken as they are.
+// 100 + XXH3-64(w) mod 50000; there are no special tokens (add_special_tokens has no effect).
+// Token-id prompts are taken as they are. The chat template renders each message as the words
+// "<role>:" followed by the content's words, then "assistant:" when add_generation_prompt is true
+// (the default, as vLLM's), so a conversation's next request extends the previous one's tokens.
+// POST /tokenize runs the very same functions: its ids are those a completion of that prompt or
+// those messages is served with (the gateway's `tokenize: engine` relies on it).
 //
 // # KV events
 //
@@ -43,5 +60,8 @@
 //
 // Faults (flags of `kvrouter mock`, or POST /admin/faults) drop event messages (they keep their
 // sequence number and stay replayable, so subscribers see a gap), publish messages twice, delay
-// them, answer completions with an HTTP error, or slow responses down.
+// them, answer completions with an HTTP error, slow responses down, or cut streams in the middle
+// (fail_mid_stream_next M: the next M streams, fail_mid_stream_after N: every stream, after N token
+// chunks, default 1; the TCP connection closes without the chunked body's terminator and no SSE
+// error event is sent — what clients of a crashed vLLM see; the engine drops the request).
 package mock

@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/zeebo/xxh3"
 
 	"github.com/kvrouter/kvrouter/blockhash"
 	"github.com/kvrouter/kvrouter/ingest/vllmwire"
@@ -39,6 +37,12 @@ type Config struct {
 	ReplayBuffer int
 	// DPRank is published in every batch; default 0.
 	DPRank int
+	// ITLMs is the least interval between two streamed tokens of a request, virtual ms (so divided by
+	// Speedup on the wall clock); 0 (default) streams each token when the engine model samples it: at the
+	// end of the scheduler step that decodes it, ~6 ms per token at batch 1 with the default cost model,
+	// more in a busy batch. A larger ITL only delays the answer: the engine still computes at its own
+	// pace and releases the request's KV blocks when it has sampled the last token.
+	ITLMs float64
 	// DefaultMaxTokens is the output length when a request gives no max_tokens; default 16.
 	DefaultMaxTokens int
 	// MaxTokensLimit caps max_tokens (400 above); default 8192.
@@ -69,6 +73,29 @@ type Faults struct {
 	ErrorStatus int `json:"error_status"`
 	// SlowMs delays every completion response by this long before any work.
 	SlowMs float64 `json:"slow_ms"`
+	// FailMidStreamNext cuts the next N streamed completions, and FailMidStreamAfter > 0 every streamed
+	// completion while it is set. The cut comes after FailMidStreamAfter token chunks (1 when it is 0;
+	// after all of them when the answer is shorter, before the usage chunk and "data: [DONE]"). It is
+	// what a crashed vLLM does to its clients: the TCP connection closes in the middle of the chunked
+	// body, with no SSE error event and no terminating chunk (clients read an unexpected EOF). The engine
+	// drops the request. Non-streamed completions are not affected.
+	FailMidStreamNext  int `json:"fail_mid_stream_next"`
+	FailMidStreamAfter int `json:"fail_mid_stream_after"`
+}
+
+// check reports the first invalid switch.
+func (f Faults) check() error {
+	switch {
+	case f.DropProb < 0 || f.DropProb > 1 || f.ErrorProb < 0 || f.ErrorProb > 1:
+		return errors.New("drop_prob and error_prob must be in [0, 1]")
+	case f.DropEvents < 0 || f.DuplicateEvents < 0 || f.ErrorNext < 0 || f.FailMidStreamNext < 0 || f.FailMidStreamAfter < 0:
+		return errors.New("counts must be >= 0")
+	case f.DelayEventsMs < 0 || f.SlowMs < 0:
+		return errors.New("delays must be >= 0")
+	case f.ErrorStatus != 0 && (f.ErrorStatus < 400 || f.ErrorStatus > 599):
+		return fmt.Errorf("error_status %d must be 4xx or 5xx", f.ErrorStatus)
+	}
+	return nil
 }
 
 func (c *Config) setDefaults() {
@@ -123,6 +150,11 @@ func (c Config) Validate() error {
 		return errors.New("mock: max tokens must be >= 1")
 	case c.ReplayBuffer < 0:
 		return errors.New("mock: replay buffer must be >= 0")
+	case c.ITLMs < 0 || math.IsInf(c.ITLMs, 0) || c.ITLMs != c.ITLMs:
+		return fmt.Errorf("mock: itl %v ms must be finite and >= 0", c.ITLMs)
+	}
+	if err := c.Faults.check(); err != nil {
+		return fmt.Errorf("mock: faults: %w", err)
 	}
 	if err := c.Engine.Validate(); err != nil {
 		return fmt.Errorf("mock: %w", err)
@@ -130,18 +162,12 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Tokenize is the built-in tokenizer: each white-space separated word w → 100 + XXH3-64(w) mod 50000.
-func Tokenize(text string) []uint32 {
-	words := strings.Fields(text)
-	out := make([]uint32, len(words))
-	for i, w := range words {
-		out[i] = 100 + uint32(xxh3.HashString(w)%50000)
-	}
-	return out
-}
-
-// errRestarted fails the requests in flight when the engine restarts.
-var errRestarted = errors.New("engine restarted")
+// errRestarted fails the requests in flight when the engine restarts; errAborted a request whose client
+// went away (or whose stream a fault cut).
+var (
+	errRestarted = errors.New("engine restarted")
+	errAborted   = errors.New("request aborted")
+)
 
 // request is one request in flight.
 type request struct {
@@ -151,9 +177,15 @@ type request struct {
 	output   int
 	cached   int // prefix cache hit at first admission, tokens
 	admitted bool
-	first    chan struct{} // closed at the first token (or on failure)
-	done     chan struct{} // closed when finished (or on failure)
-	err      error         // set before first/done are closed on failure
+	// generated counts the output tokens delivered so far (at the end of the steps that sampled them);
+	// firstAt is the wall-clock time of the first one. Both guarded by Engine.mu.
+	generated int
+	firstAt   time.Time
+	sampled   int           // the engine's count at the last step (loop side, e.mu held)
+	progress  chan struct{} // capacity 1: a token was delivered since the last receive
+	first     chan struct{} // closed at the first token (or on failure)
+	done      chan struct{} // closed when finished (or on failure)
+	err       error         // set before first/done are closed on failure
 }
 
 // Engine is one simulated engine: the model, its clock, its event publisher and its faults.
@@ -299,7 +331,7 @@ func (e *Engine) submit(tokens []uint32, maxTokens int) (*request, error) {
 	defer e.mu.Unlock()
 	e.nextID++
 	r := &request{id: e.nextID, tokens: tokens, locals: locals, output: maxTokens,
-		first: make(chan struct{}), done: make(chan struct{})}
+		progress: make(chan struct{}, 1), first: make(chan struct{}), done: make(chan struct{})}
 	err := e.eng.Submit(engine.Request{ID: r.id, InputTokens: len(tokens), OutputTokens: maxTokens,
 		SeqHashes: seqs, LocalHashes: locals}, e.vnow())
 	if err != nil {
@@ -314,11 +346,31 @@ func (e *Engine) submit(tokens []uint32, maxTokens int) (*request, error) {
 		}
 	}
 	e.promptTokens.Add(uint64(len(tokens)))
-	select {
-	case e.wake <- struct{}{}:
-	default:
-	}
+	notify(e.wake)
 	return r, nil
+}
+
+// abort drops a request the client no longer waits for (vLLM aborts it on disconnect): the engine
+// frees its blocks and waiting callers see errAborted. A finished request is left alone.
+func (e *Engine) abort(r *request) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.reqs[r.id] != r {
+		return
+	}
+	e.eng.Abort(r.id)
+	delete(e.reqs, r.id)
+	e.releaseTokens(r)
+	r.err = errAborted
+	closeOnce(r.first)
+	closeOnce(r.done)
+}
+
+// progressOf reports the tokens delivered for r, the time of its first and its failure.
+func (e *Engine) progressOf(r *request) (generated int, firstAt time.Time, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return r.generated, r.firstAt, r.err
 }
 
 // releaseTokens drops a finished request's block tokens. e.mu held.
@@ -337,8 +389,15 @@ type delivery struct {
 	gen      uint64
 	endMs    float64
 	firsts   []*request
+	sampled  []sampledTokens
 	finished []*request
 	payload  []byte
+}
+
+// sampledTokens is a request's count of sampled tokens at the end of a step.
+type sampledTokens struct {
+	r *request
+	n int
 }
 
 // loop runs scheduler steps in wall-clock time.
@@ -388,6 +447,14 @@ func (e *Engine) step() delivery {
 	for _, f := range res.FirstTokens {
 		if r := e.reqs[f.ID]; r != nil {
 			d.firsts = append(d.firsts, r)
+		}
+	}
+	// The engine reports first and last tokens; the decodes in between are read per request (a few
+	// hundred map lookups per step at most: MaxNumSeqs bounds the running requests).
+	for id, r := range e.reqs {
+		if n, ok := e.eng.Generated(id); ok && n > r.sampled {
+			r.sampled = n
+			d.sampled = append(d.sampled, sampledTokens{r: r, n: n})
 		}
 	}
 	for _, f := range res.Finished {
@@ -454,12 +521,25 @@ func (e *Engine) deliver(ctx context.Context, d delivery) {
 	if d.payload != nil {
 		e.queued.Add(1)
 	}
+	now := time.Now()
 	for _, r := range d.firsts {
+		r.firstAt = now
 		closeOnce(r.first)
+	}
+	for _, st := range d.sampled {
+		if r := st.r; r.err == nil && st.n > r.generated {
+			r.generated = st.n
+			notify(r.progress)
+		}
 	}
 	for _, r := range d.finished {
 		e.genTokens.Add(uint64(r.output))
 		e.success.Add(1)
+		if r.firstAt.IsZero() {
+			r.firstAt = now
+		}
+		r.generated = r.output
+		notify(r.progress)
 		closeOnce(r.first)
 		closeOnce(r.done)
 	}
@@ -478,6 +558,14 @@ func closeOnce(c chan struct{}) {
 	case <-c:
 	default:
 		close(c)
+	}
+}
+
+// notify signals c (capacity 1) without blocking: one pending signal covers any number of events.
+func notify(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
 	}
 }
 
@@ -627,6 +715,21 @@ func (e *Engine) injectError() (int, bool) {
 		return status, true
 	}
 	return 0, false
+}
+
+// midStreamCut reports after how many token chunks this stream is to be cut (0: not cut), consuming
+// one FailMidStreamNext.
+func (e *Engine) midStreamCut() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	f := &e.faults
+	switch {
+	case f.FailMidStreamNext > 0:
+		f.FailMidStreamNext--
+	case f.FailMidStreamAfter == 0:
+		return 0
+	}
+	return max(f.FailMidStreamAfter, 1)
 }
 
 // BlocksDump is the answer of /debug/blocks.

@@ -2,34 +2,19 @@ package mock
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/zeebo/xxh3"
-
-	"github.com/kvrouter/kvrouter/simulation/engine"
 )
 
 // maxBody bounds a request body, bytes.
 const maxBody = 64 << 20
-
-// words is the vocabulary of generated text.
-var words = strings.Fields(`the of and to in is that for it as was with on be by at this from or an are
-not have but had they which one you were all her she there would their we him been has when who will more
-no if out so said what up its about into than them can only other new some could time these two may then
-do first any my now such like our over man me even most made after also did many before must through back
-years where much your way well down should because each just those people how too little state good very
-make world still own see men work long get here between both life being under never day same another know
-while last might us great old year off come since against go came right used take three`)
 
 // Server is one simulated engine behind its HTTP listener.
 type Server struct {
@@ -117,10 +102,11 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/completions", func(w http.ResponseWriter, r *http.Request) { s.complete(w, r, false) })
 	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) { s.complete(w, r, true) })
+	mux.HandleFunc("POST /tokenize", s.tokenize)
 	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 200, map[string]any{"object": "list", "data": []any{map[string]any{
 			"id": s.cfg.Model, "object": "model", "owned_by": "kvrouter-mock", "root": s.cfg.Model,
-			"max_model_len": s.cfg.Engine.NumBlocks * s.cfg.Engine.BlockSize}}})
+			"max_model_len": s.maxModelLen()}}})
 	})
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(200) })
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
@@ -134,10 +120,8 @@ func (s *Server) Handler() http.Handler {
 			writeError(w, 400, "invalid faults: "+err.Error())
 			return
 		}
-		if f.DropProb < 0 || f.DropProb > 1 || f.ErrorProb < 0 || f.ErrorProb > 1 || f.DropEvents < 0 ||
-			f.DuplicateEvents < 0 || f.ErrorNext < 0 || f.DelayEventsMs < 0 || f.SlowMs < 0 ||
-			(f.ErrorStatus != 0 && (f.ErrorStatus < 400 || f.ErrorStatus > 599)) {
-			writeError(w, 400, "invalid faults: probabilities in [0,1], counts and delays >= 0, error_status 4xx/5xx")
+		if err := f.check(); err != nil {
+			writeError(w, 400, "invalid faults: "+err.Error())
 			return
 		}
 		s.SetFaults(f)
@@ -153,255 +137,20 @@ func (s *Server) Handler() http.Handler {
 	return mux
 }
 
-// completionRequest is the union of the completion and chat request fields the mock reads.
-type completionRequest struct {
-	Model               string          `json:"model"`
-	Prompt              json.RawMessage `json:"prompt"`
-	Messages            []chatMessage   `json:"messages"`
-	MaxTokens           *int            `json:"max_tokens"`
-	MaxCompletionTokens *int            `json:"max_completion_tokens"`
-	Stream              bool            `json:"stream"`
-	StreamOptions       *struct {
-		IncludeUsage bool `json:"include_usage"`
-	} `json:"stream_options"`
-}
+// maxModelLen is the longest sequence the engine accepts, tokens: its whole KV cache.
+func (s *Server) maxModelLen() int { return s.cfg.Engine.NumBlocks * s.cfg.Engine.BlockSize }
 
-type chatMessage struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
-}
-
-// promptTokens turns the request into token ids.
-func (c *completionRequest) promptTokens(chat bool) ([]uint32, error) {
-	if chat {
-		if len(c.Messages) == 0 {
-			return nil, errors.New("messages: required")
-		}
-		var toks []uint32
-		for i, m := range c.Messages {
-			text, err := contentText(m.Content)
-			if err != nil {
-				return nil, fmt.Errorf("messages[%d].content: %v", i, err)
-			}
-			toks = append(toks, Tokenize(m.Role+": "+text)...)
-		}
-		return toks, nil
-	}
-	if len(c.Prompt) == 0 {
-		return nil, errors.New("prompt: required")
-	}
-	var text string
-	if err := json.Unmarshal(c.Prompt, &text); err == nil {
-		return Tokenize(text), nil
-	}
-	var ids []int64
-	if err := json.Unmarshal(c.Prompt, &ids); err != nil {
-		return nil, errors.New("prompt: want a string or an array of token ids")
-	}
-	out := make([]uint32, len(ids))
-	for i, id := range ids {
-		if id < 0 || id > 1<<32-1 {
-			return nil, fmt.Errorf("prompt[%d]: token id %d out of range", i, id)
-		}
-		out[i] = uint32(id)
-	}
-	return out, nil
-}
-
-// contentText accepts a string or OpenAI's content parts ([{type:"text", text}]).
-func contentText(raw json.RawMessage) (string, error) {
-	var s string
-	if err := json.Unmarshal(raw, &s); err == nil {
-		return s, nil
-	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", errors.New("want a string or content parts")
-	}
-	var b strings.Builder
-	for _, p := range parts {
-		if p.Type == "text" {
-			b.WriteString(p.Text)
-			b.WriteByte(' ')
-		}
-	}
-	return b.String(), nil
-}
-
-// outputText is the deterministic text of output tokens [from, to) of a prompt.
-func outputText(prompt []uint32, from, to int) string {
-	var buf [12]byte
-	h := xxh3.Hash(u32bytes(prompt))
-	var b strings.Builder
-	for i := from; i < to; i++ {
-		binary.LittleEndian.PutUint64(buf[:8], h)
-		binary.LittleEndian.PutUint32(buf[8:], uint32(i))
-		b.WriteByte(' ')
-		b.WriteString(words[xxh3.Hash(buf[:])%uint64(len(words))])
-	}
-	return b.String()
-}
-
-func u32bytes(t []uint32) []byte {
-	b := make([]byte, 4*len(t))
-	for i, v := range t {
-		binary.LittleEndian.PutUint32(b[4*i:], v)
-	}
-	return b
-}
-
-func (s *Server) complete(w http.ResponseWriter, r *http.Request, chat bool) {
-	var req completionRequest
-	if err := json.NewDecoder(io.LimitReader(r.Body, maxBody)).Decode(&req); err != nil {
-		writeError(w, 400, "invalid JSON body: "+err.Error())
-		return
-	}
-	if f := s.Faults(); f.SlowMs > 0 {
-		select {
-		case <-r.Context().Done():
-			return
-		case <-time.After(time.Duration(f.SlowMs * float64(time.Millisecond))):
-		}
-	}
-	if status, fail := s.injectError(); fail {
-		writeError(w, status, "injected fault")
-		return
-	}
-	toks, err := req.promptTokens(chat)
-	if err != nil {
-		writeError(w, 400, err.Error())
-		return
-	}
-	if len(toks) == 0 {
-		writeError(w, 400, "prompt: no tokens")
-		return
-	}
-	maxTok := s.cfg.DefaultMaxTokens
-	if req.MaxCompletionTokens != nil {
-		maxTok = *req.MaxCompletionTokens
-	} else if req.MaxTokens != nil {
-		maxTok = *req.MaxTokens
-	}
-	if maxTok < 1 || maxTok > s.cfg.MaxTokensLimit {
-		writeError(w, 400, fmt.Sprintf("max_tokens %d: must be in [1, %d]", maxTok, s.cfg.MaxTokensLimit))
-		return
-	}
-	model := req.Model
+// servedModel resolves a request's model name: "" means the served model; another name is a 404
+// (written here; ok false).
+func (s *Server) servedModel(w http.ResponseWriter, model string) (string, bool) {
 	if model == "" {
-		model = s.cfg.Model
-	} else if model != s.cfg.Model {
+		return s.cfg.Model, true
+	}
+	if model != s.cfg.Model {
 		writeError(w, 404, fmt.Sprintf("the model `%s` does not exist", model))
-		return
+		return "", false
 	}
-	q, err := s.submit(toks, maxTok)
-	if err != nil {
-		if errors.Is(err, engine.ErrTooLong) {
-			writeError(w, 400, "prompt too long: "+err.Error())
-		} else {
-			writeError(w, 500, err.Error())
-		}
-		return
-	}
-	id := fmt.Sprintf("cmpl-%s-%d", s.cfg.Name, q.id)
-	object := "text_completion"
-	if chat {
-		id, object = fmt.Sprintf("chatcmpl-%s-%d", s.cfg.Name, q.id), "chat.completion"
-	}
-	created := time.Now().Unix()
-	usage := func() map[string]any {
-		return map[string]any{"prompt_tokens": len(toks), "completion_tokens": maxTok, "total_tokens": len(toks) + maxTok,
-			"prompt_tokens_details": map[string]any{"cached_tokens": q.cached}}
-	}
-	choice := func(text string, finish any) map[string]any {
-		if chat {
-			if req.Stream {
-				return map[string]any{"index": 0, "delta": map[string]any{"role": "assistant", "content": text}, "finish_reason": finish}
-			}
-			return map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": text}, "finish_reason": finish}
-		}
-		return map[string]any{"index": 0, "text": text, "finish_reason": finish, "logprobs": nil}
-	}
-	if !req.Stream {
-		select {
-		case <-q.done:
-		case <-r.Context().Done():
-			return
-		}
-		if q.err != nil {
-			writeError(w, 503, q.err.Error())
-			return
-		}
-		writeJSON(w, 200, map[string]any{"id": id, "object": object, "created": created, "model": model,
-			"choices": []any{choice(strings.TrimPrefix(outputText(toks, 0, maxTok), " "), "length")}, "usage": usage()})
-		return
-	}
-	if chat {
-		object = "chat.completion.chunk"
-	}
-	select {
-	case <-q.first:
-	case <-r.Context().Done():
-		return
-	}
-	if q.err != nil {
-		writeError(w, 503, q.err.Error())
-		return
-	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(200)
-	fl, _ := w.(http.Flusher)
-	send := func(v any) bool {
-		b, _ := json.Marshal(v)
-		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
-			return false
-		}
-		if fl != nil {
-			fl.Flush()
-		}
-		return true
-	}
-	chunk := func(text string, finish any) map[string]any {
-		return map[string]any{"id": id, "object": object, "created": created, "model": model, "choices": []any{choice(text, finish)}}
-	}
-	var firstFinish any
-	if maxTok == 1 {
-		<-q.done
-		firstFinish = "length"
-	}
-	if !send(chunk(strings.TrimPrefix(outputText(toks, 0, 1), " "), firstFinish)) {
-		return
-	}
-	if maxTok > 1 {
-		select {
-		case <-q.done:
-		case <-r.Context().Done():
-			return
-		}
-		if q.err != nil {
-			send(map[string]any{"error": map[string]any{"message": q.err.Error(), "type": "ServiceUnavailable", "code": 503}})
-			return
-		}
-		for i := 1; i < maxTok; i++ {
-			var fin any
-			if i == maxTok-1 {
-				fin = "length"
-			}
-			if !send(chunk(outputText(toks, i, i+1), fin)) {
-				return
-			}
-		}
-	}
-	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
-		send(map[string]any{"id": id, "object": object, "created": created, "model": model, "choices": []any{}, "usage": usage()})
-	}
-	fmt.Fprint(w, "data: [DONE]\n\n")
-	if fl != nil {
-		fl.Flush()
-	}
+	return model, true
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

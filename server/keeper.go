@@ -1,0 +1,142 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvrouter/kvrouter/ingest"
+	"github.com/kvrouter/kvrouter/statestore"
+)
+
+// DefaultRecoverInterval is how often a router or ingest checks that the pools (and, for ingest, the
+// workers) it declared still exist in the store, and re-declares them if the store lost them (SPEC §8
+// "Losing Redis": a restart without persistence, a failover to an empty replica).
+const DefaultRecoverInterval = time.Second
+
+// ingestPoolGrace is how long ingest leaves a missing pool to the routers (which re-declare it with its
+// configured knobs) before creating it with default knobs itself.
+const ingestPoolGrace = 5 * time.Second
+
+// keeper keeps what this process declared present in the store: its configured pools and, for an
+// ingest, the workers of its engines. A missing pool is re-created with its configured knobs (knobs
+// changed over the API since are lost with the store); a missing worker is registered again (its
+// index refills from new events). It is also the process's readiness check. Safe for concurrent use.
+type keeper struct {
+	st    statestore.Store
+	pools []PoolSetup
+	// workers returns the workers to keep registered, per pool (nil: none). Called on every check, so
+	// it reflects streams added or removed at run time.
+	workers func() map[string][]statestore.WorkerSpec
+	log     *slog.Logger
+	// grace is how long a pool must have been missing before this keeper re-creates it. Ingest waits
+	// (ingestPoolGrace) so that a router, which holds the pool's real knobs (models, tokenizer…),
+	// re-declares it first; routers use 0.
+	grace time.Duration
+	// missingSince: when each pool was first seen missing (only the run goroutine touches it).
+	missingSince map[string]time.Time
+	// redeclared counts re-created pools and re-registered workers (label kind: pool, worker).
+	redeclared *prometheus.CounterVec
+}
+
+// newKeeper returns a keeper; reg (may be nil) gets its counter kvrouter_store_redeclared_total.
+func newKeeper(st statestore.Store, pools []PoolSetup, workers func() map[string][]statestore.WorkerSpec,
+	reg prometheus.Registerer, log *slog.Logger) *keeper {
+	k := &keeper{st: st, pools: pools, workers: workers, log: log, missingSince: map[string]time.Time{},
+		redeclared: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kvrouter_store_redeclared_total",
+			Help: "Pools re-created and workers re-registered after the state store lost them (restart without persistence, failover to an empty replica)."},
+			[]string{"kind"})}
+	if reg != nil {
+		reg.MustRegister(k.redeclared)
+	}
+	return k
+}
+
+// run checks every interval until ctx ends. A failed check (store unreachable) is retried at the next tick.
+func (k *keeper) run(ctx context.Context, interval, timeout time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		c, cancel := context.WithTimeout(ctx, timeout)
+		if err := k.check(c); err != nil && ctx.Err() == nil {
+			k.log.Debug("store recovery check failed", "err", err)
+		}
+		cancel()
+	}
+}
+
+// check re-creates each missing pool (once missing for the grace period), then registers each missing
+// worker (or one with fewer dp ranks than its engines need) of the pools that exist. Not concurrent.
+func (k *keeper) check(ctx context.Context) error {
+	absent := map[string]bool{}
+	for _, p := range k.pools {
+		_, err := k.st.GetPool(ctx, p.Name)
+		if err == nil {
+			delete(k.missingSince, p.Name)
+			continue
+		}
+		if !errors.Is(err, statestore.ErrUnknownPool) {
+			return fmt.Errorf("pool %q: %w", p.Name, err)
+		}
+		since, seen := k.missingSince[p.Name]
+		if !seen {
+			since = time.Now()
+			k.missingSince[p.Name] = since
+		}
+		if time.Since(since) < k.grace {
+			absent[p.Name] = true
+			continue
+		}
+		delete(k.missingSince, p.Name)
+		if err := k.st.PutPool(ctx, p.Name, p.Config); err != nil {
+			return fmt.Errorf("re-declare pool %q: %w", p.Name, err)
+		}
+		k.redeclared.WithLabelValues("pool").Inc()
+		k.log.Warn("pool missing from the state store (emptied or failed over?): re-declared from the configuration",
+			"pool", p.Name, "store", k.st.Name())
+	}
+	if k.workers == nil {
+		return nil
+	}
+	now := time.Now().UnixMilli()
+	for pool, specs := range k.workers() {
+		if absent[pool] {
+			continue
+		}
+		ids, err := ingest.RegisterMissing(ctx, k.st, pool, specs, now)
+		for _, id := range ids {
+			k.redeclared.WithLabelValues("worker").Inc()
+			k.log.Warn("worker missing from the state store: registered again", "pool", pool, "worker", id)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ready is the readiness check: the store answers (not LOADING, not unreachable) and every configured
+// pool exists.
+func (k *keeper) ready(ctx context.Context) error {
+	if err := k.st.Ping(ctx); err != nil {
+		return err
+	}
+	for _, p := range k.pools {
+		if _, err := k.st.GetPool(ctx, p.Name); err != nil {
+			if errors.Is(err, statestore.ErrUnknownPool) {
+				return fmt.Errorf("configured pool %q is missing from the store (being re-declared)", p.Name)
+			}
+			return fmt.Errorf("pool %q: %w", p.Name, err)
+		}
+	}
+	return nil
+}
