@@ -18,19 +18,19 @@ const convergeTimeout = 3 * time.Minute
 // off dataNet.
 type engineFleet struct {
 	l                                 *lab
-	eng, ing, router                  *node
+	eng, ing, router, redisNode       *node
 	engURL, ingURL, routerURL, worker string
 }
 
 func newEngineFleet(t *testing.T) *engineFleet {
 	l := newLab(t, dataNet, ctlNet)
-	l.redis("redis", []string{dataNet})
-	store := "redis://redis:6379"
 	f := &engineFleet{l: l, worker: "enga1"}
+	f.redisNode = l.redis("redis", []string{dataNet})
+	store := "redis://redis:6379"
 	var spec string
 	f.eng, spec = l.engine("enga", []string{dataNet, ctlNet}, "--num-blocks", "96", "--speedup", "20", "--max-num-seqs", "4")
-	f.ing = l.ingestNode("ingest", store, []string{dataNet}, spec)
-	f.router = l.router("router", store, []string{dataNet})
+	f.ing = l.ingestNode("ingest", store, []string{dataNet}, []string{spec}, "--redis-timeout", redisTimeout)
+	f.router = l.router("router", store, []string{dataNet}, "--redis-timeout", redisTimeout)
 	f.engURL = f.eng.url(ctlNet, mockHTTPPort)
 	f.ingURL = f.ing.url(dataNet, ingestPort)
 	f.routerURL = f.router.url(dataNet, routerPort)

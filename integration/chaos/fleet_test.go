@@ -49,10 +49,10 @@ func (l *lab) engine(name string, nets []string, extra ...string) (*node, string
 	return n, spec
 }
 
-// ingestNode starts `kvrouter ingest` for the engine specs and waits for /readyz.
-func (l *lab) ingestNode(name, store string, nets []string, engines ...string) *node {
+// ingestNode starts `kvrouter ingest` for the engine specs (with extra flags) and waits for /readyz.
+func (l *lab) ingestNode(name, store string, nets, engines []string, extra ...string) *node {
 	l.t.Helper()
-	args := []string{"ingest", "--addr", fmt.Sprintf(":%d", ingestPort), "--store", store}
+	args := append([]string{"ingest", "--addr", fmt.Sprintf(":%d", ingestPort), "--store", store}, extra...)
 	for _, e := range engines {
 		args = append(args, "--engine", e)
 	}

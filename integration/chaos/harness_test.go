@@ -14,6 +14,7 @@
 // The test process reaches containers at their IP addresses on the private networks (the Docker
 // daemon runs in this network namespace); containers reach each other by network alias. Every test
 // skips in -short mode and where no Docker engine runs — except under CI, where it fails instead.
+// CHAOS_LOGS=1 prints every container's log at the end of its test (failed tests always do).
 // Each scenario logs its numbers (load offered, requests failed, recovery time, events lost and
 // duplicated) with t.Logf; docs/RELIABILITY.md "Chaos scenarios" records them.
 package chaos
@@ -136,6 +137,12 @@ type node struct {
 // and waits until its log shows readyLog.
 func (l *lab) start(name, image, readyLog string, nets []string, args ...string) *node {
 	l.t.Helper()
+	return l.startWith(name, image, readyLog, nets, nil, args...)
+}
+
+// startWith is start with more container options (files, …).
+func (l *lab) startWith(name, image, readyLog string, nets []string, more []testcontainers.ContainerCustomizer, args ...string) *node {
+	l.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	opts := []testcontainers.ContainerCustomizer{
@@ -149,12 +156,19 @@ func (l *lab) start(name, image, readyLog string, nets []string, args ...string)
 		}
 		opts = append(opts, network.WithNetwork(aliases, l.nets[n]))
 	}
+	opts = append(opts, more...)
 	c, err := testcontainers.Run(ctx, image, opts...)
 	testcontainers.CleanupContainer(l.t, c)
 	if err != nil {
 		l.t.Fatalf("start %s (%s %v): %v", name, image, args, err)
 	}
-	return &node{l: l, name: name, c: c}
+	n := &node{l: l, name: name, c: c}
+	l.t.Cleanup(func() { // runs before the container's removal
+		if l.t.Failed() || os.Getenv("CHAOS_LOGS") != "" {
+			l.t.Logf("--- logs of %s (last 8000 bytes):\n%s", name, n.logs())
+		}
+	})
+	return n
 }
 
 // kvrouter starts a kvrouter container (`kvrouter args...`) that is ready once it logs readyLog.
@@ -222,6 +236,8 @@ func (n *node) logs() string {
 	}
 	return string(b)
 }
+
+func stringsReader(s string) io.Reader { return strings.NewReader(s) }
 
 var httpClient = &http.Client{Timeout: 20 * time.Second}
 

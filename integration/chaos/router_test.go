@@ -12,9 +12,11 @@ import (
 // counting successes and failures and the time of the last failure.
 type routeLoad struct {
 	ok, failed atomic.Int64
+	streak     atomic.Int64 // successes since the last failure
 	lastFail   atomic.Int64 // unix ns of the last failed request, 0 = none
 	firstFail  atomic.Int64
 	stop       chan struct{}
+	stopOnce   sync.Once
 	wg         sync.WaitGroup
 	mu         sync.Mutex
 	lastErr    error
@@ -47,6 +49,7 @@ func startRouteLoad(router func() string, workers int, body func(i int) map[stri
 				if err != nil {
 					now := time.Now().UnixNano()
 					g.failed.Add(1)
+					g.streak.Store(0)
 					g.firstFail.CompareAndSwap(0, now)
 					g.lastFail.Store(now)
 					g.mu.Lock()
@@ -56,14 +59,32 @@ func startRouteLoad(router func() string, workers int, body func(i int) map[stri
 					continue
 				}
 				g.ok.Add(1)
+				g.streak.Add(1)
 			}
 		}()
 	}
 	return g
 }
 
+// awaitRecovery waits until the load has failed at least once since fault (the fault was noticed) and
+// then succeeded `streak` times in a row; it returns the outage: from fault to the last failure.
+func (g *routeLoad) awaitRecovery(t *testing.T, what string, fault time.Time, streak int64, timeout time.Duration) time.Duration {
+	t.Helper()
+	waitFor(t, timeout, what, func() string {
+		if last := g.lastFail.Load(); last < fault.UnixNano() {
+			return "no failed request yet"
+		}
+		if s := g.streak.Load(); s < streak {
+			return fmt.Sprintf("%d successes since the last failure (%v)", s, g.err())
+		}
+		return ""
+	})
+	return time.Unix(0, g.lastFail.Load()).Sub(fault)
+}
+
+// halt stops the load and waits for its goroutines; it may be called more than once.
 func (g *routeLoad) halt() {
-	close(g.stop)
+	g.stopOnce.Do(func() { close(g.stop) })
 	g.wg.Wait()
 }
 
