@@ -15,7 +15,7 @@ DEMO_ARGS ?=
 # (every container is removed by testcontainers.CleanupContainer instead).
 TEST_ENV = TESTCONTAINERS_RYUK_DISABLED=true KVROUTER_REDIS_IMAGE=$${KVROUTER_REDIS_IMAGE:-$(REDIS_LOCAL_IMAGE)}
 
-.PHONY: build test test-short bench lint demo redis-image clean
+.PHONY: build test test-short test-chaos bench lint demo redis-image clean
 
 ## build: the kvrouter CLI into bin/kvrouter
 build:
@@ -38,6 +38,14 @@ test:
 	fi
 	@$(GO) build -o bin/testsummary ./scripts/testsummary
 	set -o pipefail; $(TEST_ENV) $(GO) test -json -count=1 -timeout 45m ./... | bin/testsummary
+
+## test-chaos: only the container chaos suite (integration/chaos, also part of `make test`): serve, ingest,
+## mock engines and Redis in Docker, killed and cut off under load; prints each scenario's numbers
+## (docs/RELIABILITY.md "Chaos scenarios"). It builds the kvrouter image itself (infra/kvrouter-image).
+test-chaos:
+	bash infra/redis-image/build.sh $(REDIS_LOCAL_IMAGE)
+	set -o pipefail; $(TEST_ENV) $(GO) test -count=1 -v -timeout 20m -run '^TestChaos' ./integration/chaos/ 2>&1 | \
+		grep -v -e '🐳' -e '✅' -e '⏳' -e '🔔' -e '🚫'
 
 ## test-short: quick tests only (integration tests skip in -short mode)
 test-short:
