@@ -28,11 +28,13 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/moby/moby/api/types/container"
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/network"
 	"github.com/testcontainers/testcontainers-go/wait"
@@ -107,6 +109,9 @@ const (
 type lab struct {
 	t    *testing.T
 	nets map[string]*testcontainers.DockerNetwork
+	// pinned: "name:ip" of nodes whose names every later container resolves through /etc/hosts (see
+	// pinName).
+	pinned []string
 }
 
 func newLab(t *testing.T, nets ...string) *lab {
@@ -156,6 +161,12 @@ func (l *lab) startWith(name, image, readyLog string, nets []string, more []test
 		}
 		opts = append(opts, network.WithNetwork(aliases, l.nets[n]))
 	}
+	if len(l.pinned) > 0 {
+		hosts := slices.Clone(l.pinned)
+		opts = append(opts, testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
+			hc.ExtraHosts = append(hc.ExtraHosts, hosts...)
+		}))
+	}
 	opts = append(opts, more...)
 	c, err := testcontainers.Run(ctx, image, opts...)
 	testcontainers.CleanupContainer(l.t, c)
@@ -191,6 +202,14 @@ func (n *node) ip(net string) string {
 	}
 	return ep.IPAddress.String()
 }
+
+// pinName makes the node's name resolve through /etc/hosts in every container started after it, so
+// that it keeps resolving once the node is killed — as a dead host's DNS record does. Docker's DNS
+// forgets a stopped container's name at once and then forwards the lookup upstream, which times out
+// in a sandbox without a resolver: Sentinel resolves hostnames synchronously, and such lookups stalled
+// the sentinels long enough (seconds each) to enter TILT mode and never fail over (measured). Only for
+// nodes that are not restarted: a restarted container may get another address.
+func (n *node) pinName() { n.l.pinned = append(n.l.pinned, n.name+":"+n.ip(dataNet)) }
 
 // url is http://ip:port of the node on network net.
 func (n *node) url(net string, port int) string { return fmt.Sprintf("http://%s:%d", n.ip(net), port) }

@@ -42,7 +42,9 @@ func (l *lab) sentinel(name string, nets []string) *node {
 func TestChaosSentinelFailover(t *testing.T) {
 	l := newLab(t, dataNet, ctlNet)
 	a := l.redis("redis-a", []string{dataNet}, "--replica-announce-ip", "redis-a")
+	a.pinName()
 	b := l.redis("redis-b", []string{dataNet}, "--replicaof", "redis-a", "6379", "--replica-announce-ip", "redis-b")
+	b.pinName()
 	waitReplicated(t, redisClient(t, a.ip(dataNet)+":6379"), redisClient(t, b.ip(dataNet)+":6379"))
 	for i := 1; i <= 3; i++ {
 		l.sentinel(fmt.Sprintf("sentinel%d", i), []string{dataNet})
