@@ -194,7 +194,7 @@ func TestChaosClusterFailover(t *testing.T) {
 		t.Fatalf("c4 after the failover: role %q, %v", role["role"], err)
 	}
 	t.Logf("Cluster failover (3 primaries + 3 replicas, primary c1 killed): 1 client per pool over 2 routers (route+done); "+
-		"%s (killed slots): %d routed, %d failed, requests failed for %v after the kill (last error: %v); %s: %d routed, %d failed; %s: %d routed, %d failed; c4 promoted",
+		"%s (killed slots): %d routed, %d failed, routing resumed %v after the kill (last error: %v); %s: %d routed, %d failed; %s: %d routed, %d failed; c4 promoted",
 		pools[0], loads[0].ok.Load(), loads[0].failed.Load(), outage.Round(time.Millisecond), loads[0].err(),
 		pools[1], loads[1].ok.Load(), loads[1].failed.Load(), pools[2], loads[2].ok.Load(), loads[2].failed.Load())
 	for i := 1; i < 3; i++ {

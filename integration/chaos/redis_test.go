@@ -96,7 +96,7 @@ func TestChaosRedisRestartEmpty(t *testing.T) {
 	outage := load.awaitRecovery(t, "routing resumed on the empty Redis", fault, recoveredStreak, failoverTimeout)
 	waitReady(t, f.routerURL)
 	load.halt()
-	t.Logf("Redis restarted empty: router load 2 clients (route+done), %d routed, %d failed; requests failed for %v after the kill (restart included); "+
+	t.Logf("Redis restarted empty: router load 2 clients (route+done), %d routed, %d failed; routing resumed %v after the kill (restart included); "+
 		"/readyz answered not ready during the outage: %v",
 		load.ok.Load(), load.failed.Load(), outage.Round(time.Millisecond), notReady)
 }

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -9,17 +10,21 @@ import (
 )
 
 // routeLoad sends POST /v1/route (then done) in a loop from `workers` goroutines until stopped,
-// counting successes and failures and the time of the last failure.
+// counting successes and failures and recording when each request started.
 type routeLoad struct {
 	ok, failed atomic.Int64
-	streak     atomic.Int64 // successes since the last failure
-	lastFail   atomic.Int64 // unix ns of the last failed request, 0 = none
-	firstFail  atomic.Int64
 	stop       chan struct{}
 	stopOnce   sync.Once
+	results    []result // every request's start and outcome (guarded by mu)
 	wg         sync.WaitGroup
 	mu         sync.Mutex
 	lastErr    error
+}
+
+// result is one request of a routeLoad.
+type result struct {
+	start time.Time
+	ok    bool
 }
 
 // startRouteLoad routes request after request through router (a new prompt each time over a few
@@ -42,44 +47,58 @@ func startRouteLoad(router func() string, workers int, body func(i int) map[stri
 					RequestID string `json:"request_id"`
 				}
 				base := router()
+				start := time.Now()
 				err := httpJSON("POST", base+"/v1/route", body(i), &d)
 				if err == nil {
 					err = httpJSON("POST", base+"/v1/requests/"+d.RequestID+"/done", nil, nil)
 				}
 				if err != nil {
-					now := time.Now().UnixNano()
 					g.failed.Add(1)
-					g.streak.Store(0)
-					g.firstFail.CompareAndSwap(0, now)
-					g.lastFail.Store(now)
 					g.mu.Lock()
 					g.lastErr = err
+					g.results = append(g.results, result{start: start})
 					g.mu.Unlock()
 					time.Sleep(20 * time.Millisecond) // don't spin on a dead store
 					continue
 				}
 				g.ok.Add(1)
-				g.streak.Add(1)
+				g.mu.Lock()
+				g.results = append(g.results, result{start: start, ok: true})
+				g.mu.Unlock()
 			}
 		}()
 	}
 	return g
 }
 
-// awaitRecovery waits until the load has failed at least once since fault (the fault was noticed) and
-// then succeeded `streak` times in a row; it returns the outage: from fault to the last failure.
-func (g *routeLoad) awaitRecovery(t *testing.T, what string, fault time.Time, streak int64, timeout time.Duration) time.Duration {
+// awaitRecovery waits until `streak` requests started after fault have succeeded with no failure
+// among the requests started since the first of them; it returns the outage as a client sees it:
+// from fault to the start of that first request (0 when no request started after fault failed).
+func (g *routeLoad) awaitRecovery(t *testing.T, what string, fault time.Time, streak int, timeout time.Duration) time.Duration {
 	t.Helper()
+	var outage time.Duration
 	waitFor(t, timeout, what, func() string {
-		if last := g.lastFail.Load(); last < fault.UnixNano() {
-			return "no failed request yet"
+		g.mu.Lock()
+		rs := slices.Clone(g.results)
+		g.mu.Unlock()
+		slices.SortFunc(rs, func(a, b result) int { return a.start.Compare(b.start) })
+		from := -1 // index of the first success after the last failure started after fault
+		for i, r := range rs {
+			switch {
+			case r.start.Before(fault):
+			case !r.ok:
+				from = -1
+			case from < 0:
+				from = i
+			}
 		}
-		if s := g.streak.Load(); s < streak {
-			return fmt.Sprintf("%d successes since the last failure (%v)", s, g.err())
+		if from < 0 || len(rs)-from < streak {
+			return fmt.Sprintf("not yet %d successes in a row since the fault (last error: %v)", streak, g.err())
 		}
+		outage = rs[from].start.Sub(fault)
 		return ""
 	})
-	return time.Unix(0, g.lastFail.Load()).Sub(fault)
+	return outage
 }
 
 // halt stops the load and waits for its goroutines; it may be called more than once.

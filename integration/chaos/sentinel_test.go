@@ -88,7 +88,7 @@ func TestChaosSentinelFailover(t *testing.T) {
 	g.send(f.engURL, 10)
 	waitConverged(t, convergeTimeout, f.routerURL, f.engURL, f.worker, g.all())
 	st := f.stats(t)
-	t.Logf("Sentinel failover: routing load 2 clients over 2 routers (route+done), %d routed, %d failed; requests failed for %v after the primary was killed; "+
+	t.Logf("Sentinel failover: routing load 2 clients over 2 routers (route+done), %d routed, %d failed; routing resumed %v after the primary was killed; "+
 		"redis-b promoted; ingest after the failover: apply errors %d (retried), lost %d; index = pool again",
 		load.ok.Load(), load.failed.Load(), outage.Round(time.Millisecond), st.ApplyErrors, st.LostMessages)
 	if st.LostMessages != 0 {
