@@ -104,16 +104,7 @@ func TestChaosRouterKilledMidStream(t *testing.T) {
 	}
 	r1.kill()
 	killed := time.Now()
-	waitFor(t, leaseTTL+2*time.Minute, "the killed router's streams released", func() string {
-		n, err := activeRequests(r2URL)
-		if err != nil {
-			return err.Error()
-		}
-		if n > perRouter {
-			return fmt.Sprintf("%d active requests", n)
-		}
-		return ""
-	})
+	waitActiveAtMost(t, leaseTTL+2*time.Minute, "the killed router's streams released", r2URL, perRouter)
 	released := time.Since(killed)
 	n, err := activeRequests(r2URL)
 	if err != nil {
@@ -145,16 +136,7 @@ func TestChaosRouterKilledMidStream(t *testing.T) {
 			t.Errorf("router2 stream: %v", err)
 		}
 	}
-	waitFor(t, time.Minute, "no load left", func() string {
-		n, err := activeRequests(r2URL)
-		if err != nil {
-			return err.Error()
-		}
-		if n != 0 {
-			return fmt.Sprintf("%d active requests", n)
-		}
-		return ""
-	})
+	waitActiveAtMost(t, time.Minute, "no load left", r2URL, 0)
 	t.Logf("router killed mid-stream: %d streams (%d tokens at 100 ms) per router, lease TTL %v; killed router's load released %v after the kill "+
 		"(active requests then: %d, router2's streams still running: %d); streams broken: killed router %d/%d, router2 %d/%d; no load left at the end",
 		perRouter, maxTokens, leaseTTL, released.Round(time.Millisecond), n, running, failed1, perRouter, failed2, perRouter)

@@ -141,6 +141,21 @@ func activeRequests(router string) (int64, error) {
 	return n, nil
 }
 
+// waitActiveAtMost waits until the router sees at most n active requests over every worker.
+func waitActiveAtMost(t *testing.T, timeout time.Duration, what, router string, n int64) {
+	t.Helper()
+	waitFor(t, timeout, what, func() string {
+		got, err := activeRequests(router)
+		if err != nil {
+			return err.Error()
+		}
+		if got > n {
+			return fmt.Sprintf("%d active requests", got)
+		}
+		return ""
+	})
+}
+
 // TestChaosRouterKilled kills (SIGKILL) one of two routers on one Redis while it holds open leases and
 // the other router routes steadily: the killed router's load must be released at lease expiry (TTL
 // 5 s here), the other router must not fail a single request, and nothing of its own must leak.
@@ -178,16 +193,7 @@ func TestChaosRouterKilled(t *testing.T) {
 	r1.kill()
 	killed := time.Now()
 	// Released: what is left is at most router2's own in-flight requests (2 workers).
-	waitFor(t, leaseTTL+2*time.Minute, "the killed router's leases released", func() string {
-		n, err := activeRequests(r2URL)
-		if err != nil {
-			return err.Error()
-		}
-		if n > 2 {
-			return fmt.Sprintf("%d active requests", n)
-		}
-		return ""
-	})
+	waitActiveAtMost(t, leaseTTL+2*time.Minute, "the killed router's leases released", r2URL, 2)
 	released, sinceBooked := time.Since(killed), time.Since(lastBooked)
 	okAtRelease := load.ok.Load()
 	waitFor(t, time.Minute, "router2 keeps routing", func() string {
