@@ -34,6 +34,10 @@ type RouteInput struct {
 	Prompt string `json:"prompt,omitempty"`
 	// Random, when set, replaces the router's random number in [0,1) (reproducible decisions).
 	Random *float64 `json:"random,omitempty"`
+	// RequirePrompt refuses an input with no prompt (no token ids, no hashes) and no explicit isl, after
+	// every other check (ErrInvalid): the HTTP API sets it (a route needs a prompt); the gateway (load-only
+	// routing of unknown prompts) and replay files do not.
+	RequirePrompt bool `json:"-"`
 }
 
 // normalize turns the input into a store request (hashes, isl, overrides) for a pool of blockSize.
@@ -76,5 +80,8 @@ func (in *RouteInput) normalize(blockSize int, maxPrompt int64) (statestore.Rout
 		return req, err
 	}
 	req.Overrides = ov
+	if in.RequirePrompt && len(in.TokenIDs) == 0 && len(in.LocalHashes) == 0 && in.ISL == nil {
+		return req, fmt.Errorf("%w: a route needs a prompt: token_ids, local_hashes, prompt (text), or an explicit isl", statestore.ErrInvalid)
+	}
 	return req, nil
 }

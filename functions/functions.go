@@ -56,13 +56,13 @@ func (h *Handler) HandleHTTP(ctx context.Context, ev events.APIGatewayV2HTTPRequ
 	}
 	method := ev.RequestContext.HTTP.Method
 	status, body := h.serve(ctx, method, path, ev.RawQueryString, ev.QueryStringParameters, ev.Headers, ev.Body, ev.IsBase64Encoded)
-	return events.APIGatewayV2HTTPResponse{StatusCode: status, Headers: map[string]string{"Content-Type": api.ContentType}, Body: body}, nil
+	return events.APIGatewayV2HTTPResponse{StatusCode: status, Headers: api.HeadersFor(status), Body: body}, nil
 }
 
 // HandleFunctionURL serves a Lambda Function URL event (typed variant, for direct callers).
 func (h *Handler) HandleFunctionURL(ctx context.Context, ev events.LambdaFunctionURLRequest) (events.LambdaFunctionURLResponse, error) {
 	status, body := h.serve(ctx, ev.RequestContext.HTTP.Method, ev.RawPath, ev.RawQueryString, ev.QueryStringParameters, ev.Headers, ev.Body, ev.IsBase64Encoded)
-	return events.LambdaFunctionURLResponse{StatusCode: status, Headers: map[string]string{"Content-Type": api.ContentType}, Body: body}, nil
+	return events.LambdaFunctionURLResponse{StatusCode: status, Headers: api.HeadersFor(status), Body: body}, nil
 }
 
 func (h *Handler) serve(ctx context.Context, method, path, rawQuery string, query, headers map[string]string, body string, b64 bool) (int, string) {

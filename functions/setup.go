@@ -42,6 +42,10 @@ type Config struct {
 	ProxyRetries        int
 	ProxyIdleTimeout    time.Duration
 	ProxyConnectTimeout time.Duration
+	// AuthTokens (KVROUTER_AUTH_TOKENS): a tokens file in the deployment package ("SCOPE TOKEN" lines,
+	// api.LoadTokens). Set, every request needs a bearer token of its endpoint's scope besides the IAM
+	// authorisation in front (SPEC §7.3). Default "": IAM only.
+	AuthTokens string
 }
 
 // ConfigFromEnv reads the configuration; errors name the variable.
@@ -61,6 +65,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if v := getenv("KVROUTER_LOG_LEVEL"); v != "" {
 		c.LogLevel = v
 	}
+	c.AuthTokens = getenv("KVROUTER_AUTH_TOKENS")
 	var err error
 	if v := getenv("KVROUTER_BLOCK_SIZE"); v != "" {
 		if c.BlockSize, err = strconv.Atoi(v); err != nil || c.BlockSize <= 0 || c.BlockSize > statestore.MaxBlockSize {
@@ -131,6 +136,18 @@ func OpenStore(ctx context.Context, url string) (statestore.Store, error) {
 	return st, nil
 }
 
+// loadTokens reads KVROUTER_AUTH_TOKENS' file, if set (nil tokens: no bearer check).
+func loadTokens(c Config) (*api.Tokens, error) {
+	if c.AuthTokens == "" {
+		return nil, nil
+	}
+	t, err := api.LoadTokens(c.AuthTokens)
+	if err != nil {
+		return nil, fmt.Errorf("KVROUTER_AUTH_TOKENS: %v", err)
+	}
+	return t, nil
+}
+
 // newLogger is a function's logger: JSON lines on stderr (CloudWatch) at the configured level.
 func newLogger(c Config) *slog.Logger {
 	level, _ := logLevel(c.LogLevel)
@@ -171,11 +188,15 @@ func Setup(ctx context.Context, c Config) (*api.API, statestore.Store, error) {
 		}
 		tok = t
 	}
+	tokens, err := loadTokens(c)
+	if err != nil {
+		return nil, nil, err
+	}
 	rt, st, err := setupRouter(ctx, c, logger)
 	if err != nil {
 		return nil, nil, err
 	}
-	a := api.New(rt, api.Options{Tokenizer: tok, Logger: logger, Timeout: c.StoreTimeout})
+	a := api.New(rt, api.Options{Auth: tokens, Tokenizer: tok, Logger: logger, Timeout: c.StoreTimeout})
 	return a, st, nil
 }
 
@@ -184,7 +205,11 @@ func Setup(ctx context.Context, c Config) (*api.API, statestore.Store, error) {
 // gateway.RequestTokens, token-array completion prompts only). Call it once per execution environment.
 func SetupGateway(ctx context.Context, c Config, tok gateway.Tokenizer) (*gateway.Gateway, statestore.Store, error) {
 	logger := newLogger(c)
-	opts := gateway.Options{Retries: c.ProxyRetries, NoRetries: c.ProxyRetries == 0, IdleTimeout: c.ProxyIdleTimeout,
+	tokens, err := loadTokens(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	opts := gateway.Options{Authorize: tokens.Authorizer(api.ScopeRoute), Retries: c.ProxyRetries, NoRetries: c.ProxyRetries == 0, IdleTimeout: c.ProxyIdleTimeout,
 		ConnectTimeout: c.ProxyConnectTimeout, StoreTimeout: c.StoreTimeout, Tokenizer: tok, Logger: logger,
 		// One invocation at a time per execution environment: a few connections per worker suffice.
 		MaxConnsPerWorker: 4}

@@ -69,7 +69,7 @@ func storeErrorResponse(err error) *Response {
 	case errors.Is(err, statestore.ErrNoEligibleWorker), errors.Is(err, statestore.ErrUnavailable):
 		return errorResponse(http.StatusServiceUnavailable, typeServiceUnavailabe, code, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):
-		return errorResponse(http.StatusServiceUnavailable, typeServiceUnavailabe, "store_unavailable",
+		return errorResponse(http.StatusServiceUnavailable, typeServiceUnavailabe, "timeout",
 			"state store did not answer in time: "+err.Error())
 	}
 	return errorResponse(http.StatusInternalServerError, typeServer, CodeInternal, err.Error())

@@ -33,6 +33,9 @@ func Handles(path string) bool {
 	return path == PathCompletions || path == PathChatCompletions || path == PathModels
 }
 
+// AuthorizationHeader carries the bearer token Options.Authorize checks.
+const AuthorizationHeader = "Authorization"
+
 // Response headers the gateway adds to every forwarded answer (SPEC §7.2).
 const (
 	HeaderRequestID     = "X-Kvrouter-Request-Id"
@@ -128,6 +131,19 @@ func (g *Gateway) Serve(ctx context.Context, req Request, sink Sink) {
 // SPEC §7.2 allows it. The returned Response is complete unless Streaming.
 func (g *Gateway) Begin(ctx context.Context, req Request) *Response {
 	start := time.Now()
+	if g.opts.Authorize != nil {
+		authz := ""
+		if req.Header != nil {
+			authz = req.Header(AuthorizationHeader)
+		}
+		if status, code, msg := g.opts.Authorize(authz); status != 0 {
+			r := errorResponse(status, typeInvalidRequest, code, msg)
+			if status == http.StatusUnauthorized {
+				r.Header.Set("WWW-Authenticate", "Bearer")
+			}
+			return g.done("", r)
+		}
+	}
 	var kind prompt.Kind
 	switch req.Path {
 	case PathModels:

@@ -41,6 +41,10 @@ type Options struct {
 	Metrics *Metrics
 	// Logger gets one debug line per forward and warnings for upstream failures. Default slog.Default().
 	Logger *slog.Logger
+	// Authorize, when set, is asked first with the request's Authorization header (SPEC §7.3; every
+	// gateway endpoint needs the route scope). A non-zero status refuses the request with it (401 or
+	// 403), in OpenAI's error shape with code and msg. Default nil: no access control.
+	Authorize func(authorization string) (status int, code, msg string)
 }
 
 // DefaultOptions returns the documented defaults.

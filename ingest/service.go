@@ -24,6 +24,8 @@ type ServiceOptions struct {
 	Ready func(ctx context.Context) error
 	// Gatherer is scraped by /metrics; nil: a private registry with the ingest collector only.
 	Gatherer prometheus.Gatherer
+	// NoMetrics leaves /metrics out (served on a separate address). Default false.
+	NoMetrics bool
 	// MaxBodyBytes bounds a POST /v1/events body; default 64 MiB.
 	MaxBodyBytes int64
 }
@@ -59,7 +61,9 @@ func NewServiceHandler(opts ServiceOptions) http.Handler {
 		}
 		io.WriteString(w, `{"status":"ready"}`+"\n")
 	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
+	if !opts.NoMetrics {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
+	}
 	mux.HandleFunc("GET /v1/ingest/streams", func(w http.ResponseWriter, r *http.Request) {
 		b, _ := json.Marshal(opts.Manager.Stats())
 		w.Header().Set("Content-Type", "application/json")

@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"math"
 
 	"github.com/zeebo/xxh3"
 
@@ -44,7 +45,11 @@ func (s *Subscriber) handleLive(ctx context.Context, seq uint64, payload []byte,
 	case seq > st.last+1 || st.verify:
 		if seq > st.last+1 {
 			missed := seq - st.last - 1
-			s.update(func(x *Stats) { x.Gaps++; x.MissedMessages += missed })
+			if missed > maxCountedGap {
+				s.cfg.Logger.Warn("ingest: sequence jumped far ahead: counted as one gap of one message",
+					"stream", s.cfg.Key().String(), "last_seq", st.last, "seq", seq)
+			}
+			s.update(func(x *Stats) { x.Gaps++; x.MissedMessages = satAdd(x.MissedMessages, gapCount(missed)) })
 		}
 		if err := s.fill(ctx, st.last+1, seq, st.verify, q); err != nil {
 			return err
@@ -52,6 +57,27 @@ func (s *Subscriber) handleLive(ctx context.Context, seq uint64, payload []byte,
 	}
 	st.verify = false
 	return s.deliver(ctx, seq, payload, false, q)
+}
+
+// maxCountedGap is the largest sequence gap counted message by message (2^32): no engine publishes
+// billions of messages between two a subscriber saw, so a larger jump is a broken or hostile counter
+// (SPEC §4.1: a jump ahead is a gap), counted as one gap of one message so the counters stay meaningful.
+const maxCountedGap = 1 << 32
+
+// gapCount is the number of messages a gap of n counts for.
+func gapCount(n uint64) uint64 {
+	if n > maxCountedGap {
+		return 1
+	}
+	return n
+}
+
+// satAdd adds without wrapping: counters stop at 2^64−1.
+func satAdd(a, b uint64) uint64 {
+	if a > math.MaxUint64-b {
+		return math.MaxUint64
+	}
+	return a + b
 }
 
 // startEpoch begins a new epoch: the store clears the rank at its first event, ids restart at 1.
@@ -164,7 +190,8 @@ func (s *Subscriber) fill(ctx context.Context, next, until uint64, verify bool, 
 // lose accounts for n messages that will never be applied: one event id is skipped on every rank
 // of the epoch, so the store sees a gap and reports the rank degraded (SPEC §4.1).
 func (s *Subscriber) lose(n uint64) {
-	s.update(func(x *Stats) { x.LostMessages += n })
+	n = gapCount(n)
+	s.update(func(x *Stats) { x.LostMessages = satAdd(x.LostMessages, n) })
 	st := &s.st
 	if st.nextID == nil {
 		st.nextID = map[int]uint64{}

@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"math"
 	"net"
 	"slices"
 	"testing"
@@ -358,5 +359,28 @@ func TestSubscriberConfigValidate(t *testing.T) {
 	cfg.ReconnectMin, cfg.ReconnectMax = time.Second, time.Millisecond
 	if err := cfg.Validate(); err == nil {
 		t.Fatal("min > max accepted")
+	}
+}
+
+// TestSubscriberSequenceJump (defect 6): a sequence jumping to 2^64−1 is one gap of one message — the
+// counters never take the distance (1.8e19) — and the message after it wraps to 0, an engine restart.
+func TestSubscriberSequenceJump(t *testing.T) {
+	pub := startPublisher(t, "", "tcp://127.0.0.1:0", 0)
+	sink := &recordingSink{}
+	sub, _ := runSubscriber(t, testConfig(pub), sink)
+	pub.waitSubscribed()
+	pub.publish(0, 1)
+	eventually(t, waitLong, "2 events", func() bool { return sink.count() == 2 })
+	pub.JumpTo(math.MaxUint64)
+	pub.publish(2)
+	eventually(t, waitLong, "3 events", func() bool { return sink.count() == 3 })
+	st := sub.Stats()
+	if st.Gaps != 1 || st.MissedMessages != 1 || st.LostMessages != 1 || st.LastSeq != math.MaxUint64 {
+		t.Fatalf("stats after the jump %+v; want 1 gap, 1 missed, 1 lost", st)
+	}
+	pub.publish(3) // seq wraps to 0: backwards, a restart
+	eventually(t, waitLong, "4 events", func() bool { return sink.count() == 4 })
+	if st := sub.Stats(); st.Restarts != 1 || st.MissedMessages != 1 || st.LostMessages != 1 {
+		t.Fatalf("stats after the wrap %+v", st)
 	}
 }

@@ -1,12 +1,14 @@
 -- apply_events.lua — apply a run of one worker's KV events, in order, exactly once per (worker, dp_rank).
 --
 -- KEYS: the pool's key list (see lib.lua).
--- ARGV: [1] now, ms  [2] worker id  [3] event count N, then 10 values per event:
+-- ARGV: [1] now, ms  [2] worker id  [3] event count N, then 11 values per event:
 --   kind (1 stored, 2 removed, 3 cleared) · dp rank · event id (20 digits, '' = unordered) ·
 --   event id − 1 (20 digits, '' when the id is 0 or absent) · epoch ('' = unknown) ·
 --   tier (0 device, 1 host, 2 disk) · block size (0 = not given) · parent engine hash (8 bytes, '' = root) ·
 --   expected parent sequence hash (8 bytes; '' = the caller predicted "no parent mapping") ·
---   blocks: stored → (engine hash 8 ‖ sequence hash 8)*, removed → (engine hash 8)*.
+--   blocks: stored → (engine hash 8 ‖ sequence hash 8)*, removed → (engine hash 8)* ·
+--   event id − max jump (20 digits, '' when absent or ≤ 0): an id beyond the rank's last one by more than
+--   the jump (default 2^32) is an engine restart, not a gap: the rank is cleared and counted in restarts.
 -- Reply: {'unknown_pool'} | {'ok', next, applied, stale, parent_not_found, block_not_found, gaps, restarts,
 --   block_size_mismatch, unknown_worker, stored_blocks, removed_blocks}; next ≤ N is the 0-based index of
 --   the first event NOT processed (next < N: the caller's predicted parent mapping was wrong; it re-reads
@@ -20,9 +22,9 @@
 local now = tonumber(ARGV[2 - 1])
 local wid = ARGV[2]
 local n = tonumber(ARGV[3])
-if not now or not n or #ARGV ~= 3 + 10 * n then return redis.error_reply('ERR apply_events: bad arguments') end
+if not now or not n or #ARGV ~= 3 + 11 * n then return redis.error_reply('ERR apply_events: bad arguments') end
 for i = 0, n - 1 do
-  local b = 3 + 10 * i
+  local b = 3 + 11 * i
   local kind, blocks = tonumber(ARGV[b + 1]), ARGV[b + 10]
   local rk, tr, bz = tonumber(ARGV[b + 2]), tonumber(ARGV[b + 6]), tonumber(ARGV[b + 7])
   if not (kind == 1 or kind == 2 or kind == 3) or not rk or not tr or not bz or rk % 1 ~= 0 or bz % 1 ~= 0
@@ -294,11 +296,11 @@ end
 
 local next_i = n
 for i = 0, n - 1 do
-  local b = 3 + 10 * i
+  local b = 3 + 11 * i
   local kind, rank = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2])
   local id, idm1, epoch = ARGV[b + 3], ARGV[b + 4], ARGV[b + 5]
   local tier, bsz = tonumber(ARGV[b + 6]), tonumber(ARGV[b + 7])
-  local pengine, pexpect, blocks = ARGV[b + 8], ARGV[b + 9], ARGV[b + 10]
+  local pengine, pexpect, blocks, idmj = ARGV[b + 8], ARGV[b + 9], ARGV[b + 10], ARGV[b + 11]
   if rank < 0 or rank >= w[2] then
     res[UW] = res[UW] + 1
   else
@@ -320,6 +322,13 @@ for i = 0, n - 1 do
         res[RST] = res[RST] + 1
       end
       f[1] = epoch
+      Fdirty[rid] = true
+    end
+    if id ~= '' and f[2] and idmj ~= '' and idmj > f[2] then
+      -- An id far ahead of the last (memory: fence): a restart of the engine, not billions of lost events.
+      clear_rank(rank + 1)
+      f[2], f[3] = false, false
+      res[RST] = res[RST] + 1
       Fdirty[rid] = true
     end
     if id ~= '' then

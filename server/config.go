@@ -65,6 +65,12 @@ type Config struct {
 	EnginePool string `yaml:"engine_pool"`
 	// RedisTimeout bounds one Redis command's write and reply. Default 0 = the store's default (15 s).
 	RedisTimeout time.Duration `yaml:"redis_timeout"`
+	// MaxPools (--max-pools, default 1024) and MaxWorkers (--max-workers per pool, default and
+	// at most 4096) bound what callers may create: beyond them PUT answers 409 (SPEC §7.3).
+	MaxPools   int `yaml:"max_pools"`
+	MaxWorkers int `yaml:"max_workers"`
+	// Access: tokens, the non-loopback rule and the metrics address (SPEC §7.3).
+	Access `yaml:",inline"`
 	// RecoverInterval is how often the router checks that its configured pools (and its --engine
 	// workers) still exist in the store and re-declares what the store lost (SPEC §8 "Losing Redis").
 	// Default 1 s.
@@ -95,9 +101,10 @@ type Config struct {
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	o, g := DefaultOptions(), gateway.DefaultOptions()
-	return Config{Addr: ":8080", Store: "memory", MaxBodyBytes: o.MaxBodyBytes, MaxEvents: 100000,
+	return Config{Addr: "127.0.0.1:8080", Store: "memory", MaxBodyBytes: o.MaxBodyBytes, MaxEvents: 100000,
 		ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout, IdleTimeout: o.IdleTimeout,
-		ShutdownTimeout: o.ShutdownTimeout, StoreTimeout: 5 * time.Second, RecoverInterval: DefaultRecoverInterval, LogLevel: "info", LogFormat: "text",
+		ShutdownTimeout: o.ShutdownTimeout, StoreTimeout: 5 * time.Second, RecoverInterval: DefaultRecoverInterval,
+		MaxPools: statestore.DefaultMaxPools, MaxWorkers: statestore.MaxWorkersPerPool, LogLevel: "info", LogFormat: "text",
 		ProxyRetries: g.Retries, ProxyIdleTimeout: g.IdleTimeout, ProxyConnectTimeout: g.ConnectTimeout,
 		ProxyMaxConnsPerWorker: g.MaxConnsPerWorker}
 }
@@ -146,6 +153,9 @@ func (c Config) Validate() error {
 			return err
 		}
 	}
+	if err := c.limits().Validate(); err != nil {
+		return err
+	}
 	if c.RecoverInterval <= 0 {
 		return fmt.Errorf("recover-interval must be > 0, got %s", c.RecoverInterval)
 	}
@@ -171,6 +181,10 @@ func (c Config) Validate() error {
 	return err
 }
 
+func (c Config) limits() statestore.Limits {
+	return statestore.Limits{MaxPools: c.MaxPools, MaxWorkers: c.MaxWorkers}
+}
+
 func (c Config) enginePool() string {
 	if c.EnginePool == "" {
 		return core.DefaultPool
@@ -180,8 +194,9 @@ func (c Config) enginePool() string {
 
 // ServerOptions returns the HTTP server's options.
 func (c Config) ServerOptions() Options {
+	d := DefaultOptions()
 	return Options{MaxBodyBytes: c.MaxBodyBytes, ReadTimeout: c.ReadTimeout, WriteTimeout: c.WriteTimeout,
-		IdleTimeout: c.IdleTimeout, ShutdownTimeout: c.ShutdownTimeout}
+		IdleTimeout: c.IdleTimeout, ShutdownTimeout: c.ShutdownTimeout, MaxHeaderBytes: d.MaxHeaderBytes, MaxURIBytes: d.MaxURIBytes}
 }
 
 // ParseLogLevel maps a level name to slog's.

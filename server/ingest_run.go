@@ -35,6 +35,8 @@ type IngestConfig struct {
 	Pool string
 	// BlockSize is the pool's KV block size, tokens (must equal the engines'). Default 16.
 	BlockSize int
+	// Access: tokens, the non-loopback rule and the metrics address (SPEC §7.3).
+	Access
 	// RecoverInterval is how often ingest checks that its pool and its engines' workers still exist in
 	// the store and registers them again if the store lost them (SPEC §8 "Losing Redis"). Default 1 s.
 	RecoverInterval time.Duration
@@ -115,13 +117,24 @@ func RunIngest(ctx context.Context, cfg IngestConfig) error {
 	defer stopKeeper()
 	go kp.run(kctx, cfg.RecoverInterval, ingestAPITimeout)
 	a := api.New(rt, api.Options{Metrics: metrics, Logger: logger, Timeout: ingestAPITimeout, Ready: kp.ready})
-	h := ingest.NewServiceHandler(ingest.ServiceOptions{Manager: mgr, API: NetHTTPHandler(a), Ready: kp.ready, Gatherer: reg})
+	tokens, err := cfg.Access.tokens(cfg.Addr, logger)
+	if err != nil {
+		return err
+	}
+	if cfg.MetricsAddr != "" {
+		if err := serveMetrics(ctx, cfg.MetricsAddr, reg, logger); err != nil {
+			return err
+		}
+	}
+	h := requireTokens(tokens, ingest.NewServiceHandler(ingest.ServiceOptions{Manager: mgr, API: NetHTTPHandler(a),
+		Ready: kp.ready, Gatherer: reg, NoMetrics: cfg.MetricsAddr != ""}))
 
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.Addr, err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	// net/http answers 431 beyond MaxHeaderBytes, like serve.
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: DefaultOptions().MaxHeaderBytes}
 	mctx, stopMgr := context.WithCancel(context.Background())
 	mdone := make(chan struct{})
 	go func() {
@@ -135,7 +148,7 @@ func RunIngest(ctx context.Context, cfg IngestConfig) error {
 		names[i] = s.Config.WorkerID
 	}
 	logger.Info("listening", "addr", ln.Addr().String(), "store", st.Name(), "pool", cfg.Pool,
-		"block_size", cfg.BlockSize, "engines", strings.Join(names, ","))
+		"block_size", cfg.BlockSize, "engines", strings.Join(names, ","), "auth_tokens", tokens.Len())
 	if cfg.OnListening != nil {
 		cfg.OnListening(ln.Addr())
 	}
@@ -176,7 +189,9 @@ func NetHTTPHandler(a *api.API) http.Handler {
 		q := r.URL.Query()
 		resp := a.Do(r.Context(), api.Request{Method: r.Method, RawPath: r.URL.EscapedPath(), Query: q.Get,
 			Header: r.Header.Get, Body: body})
-		w.Header().Set("Content-Type", api.ContentType)
+		for k, v := range api.HeadersFor(resp.Status) {
+			w.Header().Set(k, v)
+		}
 		w.WriteHeader(resp.Status)
 		w.Write(resp.Body)
 	})

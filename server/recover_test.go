@@ -26,6 +26,24 @@ func httpDo(t *testing.T, method, url, body string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
+// startServe runs Run(cfg) until its listener is up (startLifecycle).
+func startServe(t *testing.T, cfg Config) (string, func()) {
+	t.Helper()
+	return startLifecycle(t, func(ctx context.Context, onListening func(net.Addr)) error {
+		cfg.OnListening = onListening
+		return Run(ctx, cfg)
+	})
+}
+
+// startIngest runs RunIngest(cfg) until its listener is up (startLifecycle).
+func startIngest(t *testing.T, cfg IngestConfig) (string, func()) {
+	t.Helper()
+	return startLifecycle(t, func(ctx context.Context, onListening func(net.Addr)) error {
+		cfg.OnListening = onListening
+		return RunIngest(ctx, cfg)
+	})
+}
+
 // waitFor polls cond every 50 ms until it holds or 60 s pass (then fails with what's last).
 func waitFor(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
@@ -50,10 +68,7 @@ func TestServeRecoversRedisRestart(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Addr, cfg.LogOutput, cfg.Store = "127.0.0.1:0", io.Discard, srv.URL()
 	cfg.SetPoolKnob("chat", "block_size", 32)
-	base, stop := startLifecycle(t, func(ctx context.Context, onListening func(net.Addr)) error {
-		cfg.OnListening = onListening
-		return Run(ctx, cfg)
-	})
+	base, stop := startServe(t, cfg)
 	defer stop()
 	if code, body := httpDo(t, "PUT", base+"/v1/workers/w0?pool=chat", `{"url":"http://w0"}`); code != 200 {
 		t.Fatalf("PUT worker: %d %s", code, body)
@@ -88,10 +103,7 @@ func TestIngestRecoversRedisRestart(t *testing.T) {
 	cfg.Addr, cfg.LogOutput, cfg.Store = "127.0.0.1:0", io.Discard, srv.URL()
 	// Nothing publishes there: the subscriber just waits; the worker is registered all the same.
 	cfg.Engines = []string{"w1=tcp://127.0.0.1:1,url=http://w1:8000"}
-	base, stop := startLifecycle(t, func(ctx context.Context, onListening func(net.Addr)) error {
-		cfg.OnListening = onListening
-		return RunIngest(ctx, cfg)
-	})
+	base, stop := startIngest(t, cfg)
 	defer stop()
 	st, err := statestore.Open(srv.URL(), statestore.OpenOptions{})
 	if err != nil {

@@ -49,7 +49,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	pools, _ := cfg.PoolConfigs() // validated above
 
-	st, err := statestore.Open(cfg.Store, statestore.OpenOptions{RedisTimeout: cfg.RedisTimeout})
+	st, err := statestore.Open(cfg.Store, statestore.OpenOptions{RedisTimeout: cfg.RedisTimeout, Limits: cfg.limits()})
 	if err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
@@ -91,16 +91,26 @@ func Run(ctx context.Context, cfg Config) error {
 		defer cancel()
 		_ = shutdownTracing(c)
 	}()
-	a := api.New(rt, api.Options{Tokenizer: tok, Metrics: metrics, Tracer: tp.Tracer("github.com/kvrouter/kvrouter/server"),
+	tokens, err := cfg.Access.tokens(cfg.Addr, logger)
+	if err != nil {
+		return err
+	}
+	a := api.New(rt, api.Options{Auth: tokens, Tokenizer: tok, Metrics: metrics, Tracer: tp.Tracer("github.com/kvrouter/kvrouter/server"),
 		Logger: logger, MaxEvents: cfg.MaxEvents, Timeout: cfg.StoreTimeout, Ready: kp.ready})
 	gopts := cfg.GatewayOptions()
-	gopts.Metrics, gopts.Logger = gateway.NewMetrics(reg), logger
+	gopts.Metrics, gopts.Logger, gopts.Authorize = gateway.NewMetrics(reg), logger, tokens.Authorizer(api.ScopeRoute)
 	gw, err := gateway.New(rt, gopts)
 	if err != nil {
 		return fmt.Errorf("invalid configuration: %v", err)
 	}
 	opts := cfg.ServerOptions()
 	opts.Gatherer, opts.Logger, opts.Gateway = reg, logger, gw
+	if cfg.MetricsAddr != "" {
+		opts.Gatherer = nil // not on the main address
+		if err := serveMetrics(ctx, cfg.MetricsAddr, reg, logger); err != nil {
+			return err
+		}
+	}
 	srv, err := New(a, opts)
 	if err != nil {
 		return fmt.Errorf("invalid configuration: %v", err)
@@ -115,7 +125,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	// Tests and the integration harness read the port from this line ("listening addr=…").
 	logger.Info("listening", "addr", ln.Addr().String(), "store", st.Name(), "pools", strings.Join(names, ","),
-		"tracing", cfg.OTLPEndpoint != "", "tokenizer", cfg.Tokenizer)
+		"tracing", cfg.OTLPEndpoint != "", "tokenizer", cfg.Tokenizer, "auth_tokens", tokens.Len())
 	if cfg.OnListening != nil {
 		cfg.OnListening(ln.Addr())
 	}

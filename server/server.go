@@ -37,6 +37,12 @@ type Options struct {
 	ShutdownTimeout time.Duration
 	// Concurrency caps concurrent connections; 0 = fasthttp's default (256 k).
 	Concurrency int
+	// MaxHeaderBytes bounds the request line plus headers, bytes (fasthttp's per-connection read
+	// buffer); larger requests get 431. Default 8 KiB; range [1 KiB, 1 MiB].
+	MaxHeaderBytes int
+	// MaxURIBytes bounds the request URI (path and query), bytes; longer ones get 414 (a URI too long
+	// to fit in MaxHeaderBytes gets 431). Default 4 KiB; range [256, MaxHeaderBytes].
+	MaxURIBytes int
 	// Gatherer serves GET /metrics; nil = no /metrics endpoint (404).
 	Gatherer prometheus.Gatherer
 	// Logger receives server errors. Default slog.Default().
@@ -49,7 +55,7 @@ type Options struct {
 // DefaultOptions returns the documented defaults.
 func DefaultOptions() Options {
 	return Options{MaxBodyBytes: 8 << 20, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second,
-		IdleTimeout: 120 * time.Second, ShutdownTimeout: 15 * time.Second}
+		IdleTimeout: 120 * time.Second, ShutdownTimeout: 15 * time.Second, MaxHeaderBytes: 8 << 10, MaxURIBytes: 4 << 10}
 }
 
 // Validate names the first bad option.
@@ -67,6 +73,10 @@ func (o Options) Validate() error {
 		return fmt.Errorf("shutdown-timeout must be > 0, got %s", o.ShutdownTimeout)
 	case o.Concurrency < 0:
 		return fmt.Errorf("concurrency must be >= 0, got %d", o.Concurrency)
+	case o.MaxHeaderBytes < 1<<10 || o.MaxHeaderBytes > 1<<20:
+		return fmt.Errorf("max-header-bytes must be in [1024, 1048576], got %d", o.MaxHeaderBytes)
+	case o.MaxURIBytes < 256 || o.MaxURIBytes > o.MaxHeaderBytes:
+		return fmt.Errorf("max-uri-bytes must be in [256, max-header-bytes], got %d", o.MaxURIBytes)
 	}
 	return nil
 }
@@ -102,6 +112,7 @@ func New(a *api.API, opts Options) (*Server, error) {
 		WriteTimeout:                  opts.WriteTimeout,
 		IdleTimeout:                   opts.IdleTimeout,
 		Concurrency:                   opts.Concurrency,
+		ReadBufferSize:                opts.MaxHeaderBytes,
 		DisablePreParseMultipartForm:  true,
 		NoDefaultContentType:          true,
 		DisableHeaderNamesNormalizing: false,
@@ -121,6 +132,11 @@ func (f fasthttpLogger) Printf(format string, args ...any) {
 func (s *Server) Handler() fasthttp.RequestHandler { return s.handle }
 
 func (s *Server) handle(ctx *fasthttp.RequestCtx) {
+	if n := len(ctx.RequestURI()); n > s.opts.MaxURIBytes {
+		writeError(ctx, http.StatusRequestURITooLong, "uri_too_long",
+			fmt.Sprintf("request URI of %d bytes is longer than %d", n, s.opts.MaxURIBytes))
+		return
+	}
 	path := ctx.URI().PathOriginal()
 	if s.metrics != nil && string(ctx.Path()) == "/metrics" && ctx.IsGet() {
 		s.metrics(ctx)
@@ -142,7 +158,9 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	// Not ctx itself: fasthttp cancels it on shutdown, and in-flight requests must drain, not fail.
 	resp := s.api.Do(context.Background(), req)
 	ctx.SetStatusCode(resp.Status)
-	ctx.SetContentType(api.ContentType)
+	for k, v := range api.HeadersFor(resp.Status) {
+		ctx.Response.Header.Set(k, v)
+	}
 	ctx.SetBody(resp.Body)
 }
 
@@ -157,11 +175,19 @@ func (s *Server) handleError(ctx *fasthttp.RequestCtx, err error) {
 	case isTimeout(err):
 		status, code = http.StatusRequestTimeout, "timeout"
 		msg = "timed out reading the request"
+	case errors.As(err, new(*fasthttp.ErrSmallBuffer)):
+		status, code = http.StatusRequestHeaderFieldsTooLarge, "headers_too_large"
+		msg = fmt.Sprintf("request line and headers larger than %d bytes", s.opts.MaxHeaderBytes)
 	}
+	writeError(ctx, status, code, msg)
+	ctx.SetConnectionClose()
+}
+
+// writeError writes the decision API's error shape.
+func writeError(ctx *fasthttp.RequestCtx, status int, code, msg string) {
 	ctx.SetStatusCode(status)
 	ctx.SetContentType(api.ContentType)
 	ctx.SetBodyString(fmt.Sprintf(`{"error":{"code":%q,"message":%q}}`, code, msg))
-	ctx.SetConnectionClose()
 }
 
 // handleExpect answers "Expect: 100-continue" requests whose declared body is too large with 413 before

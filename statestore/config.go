@@ -3,6 +3,8 @@ package statestore
 import (
 	"fmt"
 	"math"
+	"strings"
+	"unicode/utf8"
 )
 
 // PoolConfig holds a pool's knobs (SPEC §6.4). JSON names are the API's. Zero values of the optional
@@ -133,6 +135,67 @@ func (c PoolConfig) validateGateway() error {
 		return fmt.Errorf("%w: tokenize must be \"local\", \"engine\" or \"none\", got %q", ErrInvalid, c.Tokenize)
 	}
 	return nil
+}
+
+// Limits bound what callers may create in a store (SPEC §7.3). Zero fields take the defaults.
+type Limits struct {
+	// MaxPools is the most pools one store holds; creating another is ErrConflict (409). Default
+	// DefaultMaxPools (1024). With Redis the count is checked before the pool's own atomic script, so
+	// routers creating pools at the same instant may overshoot by a few.
+	MaxPools int
+	// MaxWorkers is the most workers one pool holds; registering another is ErrConflict (409), checked
+	// atomically. Default and upper bound MaxWorkersPerPool (4096).
+	MaxWorkers int
+	// MaxEventIDJump: an event id more than this beyond its rank's last applied one is treated as an
+	// engine restart (the rank is cleared, counted in restarts), not as a gap — one absurd id must not
+	// make every later event stale. Default DefaultMaxEventIDJump (2^32); identical in both stores.
+	MaxEventIDJump uint64
+}
+
+// DefaultMaxEventIDJump is Limits.MaxEventIDJump's default.
+const DefaultMaxEventIDJump = 1 << 32
+
+func (l Limits) maxEventIDJump() uint64 {
+	if l.MaxEventIDJump == 0 {
+		return DefaultMaxEventIDJump
+	}
+	return l.MaxEventIDJump
+}
+
+// DefaultMaxPools is Limits.MaxPools' default.
+const DefaultMaxPools = 1024
+
+// Validate names a bad limit by its flag.
+func (l Limits) Validate() error {
+	if l.MaxPools < 0 {
+		return fmt.Errorf("%w: max-pools %d must be >= 0 (0 = %d)", ErrInvalid, l.MaxPools, DefaultMaxPools)
+	}
+	if l.MaxWorkers < 0 || l.MaxWorkers > MaxWorkersPerPool {
+		return fmt.Errorf("%w: max-workers %d must be in [0, %d] (0 = %d)", ErrInvalid, l.MaxWorkers, MaxWorkersPerPool, MaxWorkersPerPool)
+	}
+	return nil
+}
+
+func (l Limits) maxPools() int {
+	if l.MaxPools <= 0 {
+		return DefaultMaxPools
+	}
+	return l.MaxPools
+}
+
+func (l Limits) maxWorkers() int {
+	if l.MaxWorkers <= 0 {
+		return MaxWorkersPerPool
+	}
+	return l.MaxWorkers
+}
+
+func (l Limits) tooManyPools(pool string) error {
+	return fmt.Errorf("%w: cannot create pool %q: the store already holds %d pools (--max-pools)", ErrConflict, pool, l.maxPools())
+}
+
+func (l Limits) tooManyWorkers(pool string) error {
+	return fmt.Errorf("%w: cannot register another worker: pool %q already has %d workers (--max-workers)", ErrConflict, pool, l.maxWorkers())
 }
 
 // Limits that keep every store call bounded (SPEC §8, §10).
@@ -308,6 +371,11 @@ func CheckID(what, id string) error {
 	}
 	if len(id) > MaxIDLength {
 		return fmt.Errorf("%w: %s longer than %d bytes", ErrInvalid, what, MaxIDLength)
+	}
+	// Invalid UTF-8 (a percent-decoded path segment) or U+FFFD (what a JSON decoder makes of invalid
+	// bytes or lone surrogates) would be stored rewritten or unprintable: refuse, never rewrite.
+	if !utf8.ValidString(id) || strings.ContainsRune(id, utf8.RuneError) {
+		return fmt.Errorf("%w: %s is not valid UTF-8 (or holds U+FFFD)", ErrInvalid, what)
 	}
 	return nil
 }

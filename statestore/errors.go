@@ -1,6 +1,7 @@
 package statestore
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sort"
@@ -74,6 +75,8 @@ func ErrorCode(err error) string {
 		return "no_eligible_worker"
 	case errors.Is(err, ErrUnavailable):
 		return "store_unavailable"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
 	}
 	return "internal"
 }

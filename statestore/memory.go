@@ -15,13 +15,17 @@ const reclaimBudget = 4096
 // Memory is the embedded Store: all state in this process, one lock per pool. It is the default for a
 // single router, and the reference the Redis store is tested against.
 type Memory struct {
-	mu    sync.RWMutex
-	pools map[string]*memPool
+	mu     sync.RWMutex
+	pools  map[string]*memPool
+	limits Limits
 }
 
-// NewMemory returns an empty embedded store.
-func NewMemory() *Memory {
-	return &Memory{pools: map[string]*memPool{}}
+// NewMemory returns an empty embedded store with the default Limits.
+func NewMemory() *Memory { return NewMemoryLimits(Limits{}) }
+
+// NewMemoryLimits returns an empty embedded store with the given limits (validate them first).
+func NewMemoryLimits(l Limits) *Memory {
+	return &Memory{pools: map[string]*memPool{}, limits: l}
 }
 
 var _ Store = (*Memory)(nil)
@@ -83,6 +87,7 @@ type softWrite struct {
 
 type memPool struct {
 	mu        sync.RWMutex
+	limits    Limits // the store's
 	name      string
 	cfg       PoolConfig
 	workers   map[string]*memWorker
@@ -124,8 +129,11 @@ func (m *Memory) PutPool(_ context.Context, name string, cfg PoolConfig) error {
 	defer m.mu.Unlock()
 	p := m.pools[name]
 	if p == nil {
+		if len(m.pools) >= m.limits.maxPools() {
+			return m.limits.tooManyPools(name)
+		}
 		m.pools[name] = &memPool{
-			name: name, cfg: cfg, workers: map[string]*memWorker{}, slots: []*memRank{nil},
+			limits: m.limits, name: name, cfg: cfg, workers: map[string]*memWorker{}, slots: []*memRank{nil},
 			events: &eventIndex{}, soft: softIndex{}, leases: map[string]*memLease{}, sessions: map[string]*memSession{},
 		}
 		return nil
@@ -218,8 +226,8 @@ func (m *Memory) PutWorker(_ context.Context, pool string, spec WorkerSpec, now 
 	defer p.mu.Unlock()
 	w := p.workers[spec.WorkerID]
 	if w == nil {
-		if len(p.workers) >= MaxWorkersPerPool {
-			return fmt.Errorf("%w: pool %q already has %d workers", ErrInvalid, pool, MaxWorkersPerPool)
+		if len(p.workers) >= m.limits.maxWorkers() {
+			return m.limits.tooManyWorkers(pool)
 		}
 		w = &memWorker{}
 		p.workers[spec.WorkerID] = w

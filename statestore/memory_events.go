@@ -47,6 +47,13 @@ func (p *memPool) fence(r *memRank, ev *Event, res *ApplyResult) bool {
 	if !ev.HasEventID {
 		return true
 	}
+	if r.hasEvent && ev.EventID > r.lastEventID && ev.EventID-r.lastEventID > p.limits.maxEventIDJump() {
+		// Far ahead of the last id: an engine restart (or a bogus id), not billions of lost events;
+		// otherwise every later event of the epoch would be stale (issue 11, defect 7).
+		p.clearRank(r)
+		r.hasEvent, r.lastEventID, r.degraded = false, 0, false
+		res.Restarts++
+	}
 	if r.hasEvent && ev.EventID <= r.lastEventID {
 		res.Stale++
 		return false

@@ -20,15 +20,20 @@ type OpenOptions struct {
 	// RedisTimeout bounds one Redis command's write and reply (RedisDialOptions.ConnWriteTimeout).
 	// Default 0 = OpenRedis' default (15 s).
 	RedisTimeout time.Duration
+	// Limits on pools and workers (SPEC §7.3), for either store. Default: Limits' defaults.
+	Limits Limits
 }
 
 // Open opens the store a --store value names: "" or "memory" is a new embedded store, anything else a
 // Redis URL (ParseRedisURL lists the forms; OpenRedis dials).
 func Open(url string, o OpenOptions) (Store, error) {
-	if url == "" || url == "memory" {
-		return NewMemory(), nil
+	if err := o.Limits.Validate(); err != nil {
+		return nil, err
 	}
-	d := RedisDialOptions{ConnWriteTimeout: o.RedisTimeout, Prefix: o.Prefix, RouteScript: o.RouteScript}
+	if url == "" || url == "memory" {
+		return NewMemoryLimits(o.Limits), nil
+	}
+	d := RedisDialOptions{ConnWriteTimeout: o.RedisTimeout, Prefix: o.Prefix, RouteScript: o.RouteScript, Limits: o.Limits}
 	if o.Fresh && d.Prefix == "" {
 		d.Prefix = FreshPrefix()
 	}

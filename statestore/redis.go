@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/redis/rueidis"
 
@@ -28,6 +29,7 @@ type Redis struct {
 	name    string
 	prefix  string
 	scripts map[string]*rueidis.Lua
+	limits  Limits
 }
 
 // RedisOptions configure NewRedis.
@@ -39,6 +41,8 @@ type RedisOptions struct {
 	// RouteScript replaces the embedded route script's source (library included, as luascripts.Source
 	// builds it): `kvrouter bench route --route-script` times variants of it. Default "" = the embedded.
 	RouteScript string
+	// Limits on pools and workers (SPEC §7.3). Default: Limits' defaults.
+	Limits Limits
 }
 
 var _ Store = (*Redis)(nil)
@@ -60,7 +64,10 @@ func NewRedis(c rueidis.Client, opts RedisOptions) (*Redis, error) {
 	if !validPrefix(opts.Prefix) {
 		return nil, fmt.Errorf("%w: redis key prefix %q must not contain '{' or '}'", ErrInvalid, opts.Prefix)
 	}
-	r := &Redis{c: c, name: opts.Name, prefix: opts.Prefix, scripts: map[string]*rueidis.Lua{}}
+	if err := opts.Limits.Validate(); err != nil {
+		return nil, err
+	}
+	r := &Redis{c: c, name: opts.Name, prefix: opts.Prefix, scripts: map[string]*rueidis.Lua{}, limits: opts.Limits}
 	for _, n := range luascripts.Names {
 		src, err := luascripts.Source(n)
 		if err != nil {
@@ -102,18 +109,38 @@ func isConnError(err error) bool {
 	return !errors.As(err, &re) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
 
-// wrap maps a client error: Redis replies (a script error) are internal errors; anything else
-// (connection refused, timeout, closed client) means the store is unavailable.
+// transientPrefixes are the error replies of a Redis that cannot serve now but will (SPEC §8 "Losing
+// Redis"): still loading its dataset, busy in a long script, a replica cut off from its primary or
+// written to after a failover demoted it, a cluster resharding or failing over, out of memory.
+var transientPrefixes = []string{"LOADING", "BUSY", "MASTERDOWN", "READONLY", "TRYAGAIN", "CLUSTERDOWN", "NOREPLICAS", "OOM"}
+
+// isTransientReply reports whether a Redis error reply is one of transientPrefixes.
+func isTransientReply(re *rueidis.RedisError) bool {
+	msg := re.Error()
+	for _, p := range transientPrefixes {
+		if strings.HasPrefix(msg, p) && (len(msg) == len(p) || msg[len(p)] == ' ') {
+			return true
+		}
+	}
+	return false
+}
+
+// wrap maps a client error: a transient Redis reply (isTransientReply), a refused or dropped
+// connection, a closed client: ErrUnavailable; the caller's deadline: context.DeadlineExceeded (the API's
+// "timeout"); other Redis replies (a script error) stay internal errors.
 func (r *Redis) wrap(op string, err error) error {
 	if err == nil {
 		return nil
 	}
 	var re *rueidis.RedisError
 	if errors.As(err, &re) {
+		if isTransientReply(re) {
+			return fmt.Errorf("%w: %s: %s: %v", ErrUnavailable, r.name, op, err)
+		}
 		return fmt.Errorf("statestore: redis %s: %w", op, err)
 	}
-	if errors.Is(err, context.Canceled) {
-		return fmt.Errorf("statestore: redis %s: %w", op, err)
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("statestore: redis %s %s: %w", r.name, op, err)
 	}
 	return fmt.Errorf("%w: %s: %s: %v", ErrUnavailable, r.name, op, err)
 }
@@ -177,6 +204,9 @@ func (r *Redis) PutPool(ctx context.Context, pool string, cfg PoolConfig) error 
 		"mpt", istr(cfg.MaxPromptTokens), "ua", istr(cfg.UnhealthyAfter), "ubo", istr(cfg.UnhealthyBackoffMs),
 	}
 	args = append(args, gatewayFields(cfg)...)
+	if err := r.checkPoolLimit(ctx, pool); err != nil {
+		return err
+	}
 	arr, err := r.exec(ctx, "put_pool", pool, args)
 	if err != nil {
 		return err
@@ -186,6 +216,25 @@ func (r *Redis) PutPool(ctx context.Context, pool string, cfg PoolConfig) error 
 	}
 	if err := r.c.Do(ctx, r.c.B().Sadd().Key(PoolsKey(r.prefix)).Member(pool).Build()).Error(); err != nil {
 		return r.wrap("put_pool", err)
+	}
+	return nil
+}
+
+// checkPoolLimit refuses a new pool once the registry holds Limits.MaxPools (SISMEMBER and SCARD of
+// the registry, one round trip; not atomic with put_pool, which runs in the pool's own slot).
+func (r *Redis) checkPoolLimit(ctx context.Context, pool string) error {
+	key := PoolsKey(r.prefix)
+	res := r.c.DoMulti(ctx, r.c.B().Sismember().Key(key).Member(pool).Build(), r.c.B().Scard().Key(key).Build())
+	known, err := res[0].AsBool()
+	if err != nil {
+		return r.wrap("put_pool", err)
+	}
+	n, err := res[1].AsInt64()
+	if err != nil {
+		return r.wrap("put_pool", err)
+	}
+	if !known && n >= int64(r.limits.maxPools()) {
+		return r.limits.tooManyPools(pool)
 	}
 	return nil
 }
@@ -278,7 +327,7 @@ func (r *Redis) PutWorker(ctx context.Context, pool string, spec WorkerSpec, now
 		}
 	}
 	arr, err := r.exec(ctx, "put_worker", pool, []string{istr(now), spec.WorkerID, spec.URL, strconv.Itoa(spec.dpSize()),
-		istr(spec.TotalKVBlocks), istr(spec.MaxNumBatchedTokens), kve, strconv.Itoa(MaxWorkersPerPool)})
+		istr(spec.TotalKVBlocks), istr(spec.MaxNumBatchedTokens), kve, strconv.Itoa(r.limits.maxWorkers())})
 	if err != nil {
 		return err
 	}
@@ -286,7 +335,7 @@ func (r *Redis) PutWorker(ctx context.Context, pool string, spec WorkerSpec, now
 	case "unknown_pool":
 		return unknownPool(pool)
 	case "too_many":
-		return fmt.Errorf("%w: pool %q already has %d workers", ErrInvalid, pool, MaxWorkersPerPool)
+		return r.limits.tooManyWorkers(pool)
 	}
 	return nil
 }

@@ -116,15 +116,19 @@ func (r *Redis) applyArgs(ctx context.Context, b EventBatch, chunk []Event) ([]s
 		}
 	}
 	// Pass 2: predicted parents and sequence hashes.
-	args := make([]string, 0, 3+10*len(chunk))
+	args := make([]string, 0, 3+11*len(chunk))
+	jump := r.limits.maxEventIDJump()
 	args = append(args, istr(b.NowMs), b.WorkerID, strconv.Itoa(len(chunk)))
 	for i := range chunk {
 		ev := &chunk[i]
-		id, idm1 := "", ""
+		id, idm1, idmj := "", "", ""
 		if ev.HasEventID {
 			id = eventIDStr(ev.EventID)
 			if ev.EventID > 0 {
 				idm1 = eventIDStr(ev.EventID - 1)
+			}
+			if ev.EventID > jump {
+				idmj = eventIDStr(ev.EventID - jump)
 			}
 		}
 		pengine, pexpect := "", ""
@@ -170,7 +174,7 @@ func (r *Redis) applyArgs(ctx context.Context, b EventBatch, chunk []Event) ([]s
 			clear(local)
 		}
 		args = append(args, strconv.Itoa(int(ev.Kind)), strconv.Itoa(ev.DPRank), id, idm1, ev.Epoch,
-			strconv.Itoa(int(ev.Tier)), strconv.Itoa(ev.BlockSize), pengine, pexpect, string(blob))
+			strconv.Itoa(int(ev.Tier)), strconv.Itoa(ev.BlockSize), pengine, pexpect, string(blob), idmj)
 	}
 	return args, nil
 }

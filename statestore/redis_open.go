@@ -26,6 +26,8 @@ type RedisDialOptions struct {
 	BlockingPoolSize int
 	// RouteScript: RedisOptions.RouteScript (profiling variants). Default "" = the embedded script.
 	RouteScript string
+	// Limits: RedisOptions.Limits.
+	Limits Limits
 }
 
 // ParseRedisURL turns a store URL into rueidis options and a display name without credentials.
@@ -190,7 +192,7 @@ func OpenRedis(url string, o RedisDialOptions) (*Redis, error) {
 	if prefix == "" {
 		prefix = "kvr:"
 	}
-	st, err := NewRedis(c, RedisOptions{Name: name, Prefix: prefix, RouteScript: o.RouteScript})
+	st, err := NewRedis(c, RedisOptions{Name: name, Prefix: prefix, RouteScript: o.RouteScript, Limits: o.Limits})
 	if err != nil {
 		c.Close()
 		return nil, err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"strings"
 
@@ -38,9 +39,12 @@ func runIngest(ctx context.Context, args []string) error {
 	queue := fs.Int("queue-size", def.QueueSize, "decoded messages buffered per engine before back-pressure")
 	shutdownTimeout := fs.Duration("shutdown-timeout", def.ShutdownTimeout, "drain time on SIGTERM/SIGINT")
 	logLevel := fs.String("log-level", def.LogLevel, "debug, info, warn or error")
+	applyAccess := accessFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
@@ -48,5 +52,6 @@ func runIngest(ctx context.Context, args []string) error {
 	cfg.Addr, cfg.Store, cfg.Engines, cfg.Pool, cfg.BlockSize = *addr, *storeURL, engines, *pool, *blockSize
 	cfg.QueueSize, cfg.ShutdownTimeout, cfg.LogLevel = *queue, *shutdownTimeout, *logLevel
 	cfg.RedisTimeout = *redisTimeout
+	applyAccess(&cfg.Access, set)
 	return server.RunIngest(ctx, cfg)
 }

@@ -75,12 +75,15 @@ func serveConfig(args []string) (server.Config, error) {
 	proxyIdle := fs.Duration("proxy-idle-timeout", def.ProxyIdleTimeout, "gateway: longest wait on a worker with no byte moving (response head, each stream chunk, a whole non-streaming answer); no whole-stream timeout")
 	proxyConnect := fs.Duration("proxy-connect-timeout", def.ProxyConnectTimeout, "gateway: bound on dialling a worker or waiting for a free pooled connection (then retried elsewhere)")
 	proxyConns := fs.Int("proxy-max-conns-per-worker", def.ProxyMaxConnsPerWorker, "gateway: most pooled connections to one worker")
+	maxPools := fs.Int("max-pools", def.MaxPools, "most pools the store may hold; creating more answers 409")
+	maxWorkers := fs.Int("max-workers", def.MaxWorkers, "most workers per pool (at most 4096); registering more answers 409")
 	pool := fs.String("pool", core.DefaultPool, "the pool the pool flags below and --engine apply to")
 	loadAware := fs.Bool("load-aware", false, "preset: overlap_score_credit 0 (pure load balancing)")
 	agentic := fs.Bool("agentic", false, "preset: credit 2, prefill scale 4, request weight 64")
 	var engines multiFlag
 	fs.Var(&engines, "engine", "subscribe in-process to an engine's vLLM/SGLang ZMQ KV events, into --pool; meant for the embedded store (with Redis run the ingest command instead). "+engineFlagHelp)
 	knobs := poolKnobs(fs)
+	applyAccess := accessFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return server.Config{}, err
 	}
@@ -106,7 +109,8 @@ func serveConfig(args []string) (server.Config, error) {
 		"store-timeout": func() { cfg.StoreTimeout = *storeTimeout }, "tokenizer": func() { cfg.Tokenizer = *tokPath },
 		"otlp-endpoint": func() { cfg.OTLPEndpoint = *otlp }, "log-level": func() { cfg.LogLevel = *logLevel },
 		"log-format": func() { cfg.LogFormat = *logFormat }, "engine": func() { cfg.Engines = engines },
-		"pool":          func() { cfg.EnginePool = *pool },
+		"pool":      func() { cfg.EnginePool = *pool },
+		"max-pools": func() { cfg.MaxPools = *maxPools }, "max-workers": func() { cfg.MaxWorkers = *maxWorkers },
 		"proxy-retries": func() { cfg.ProxyRetries = *proxyRetries }, "proxy-idle-timeout": func() { cfg.ProxyIdleTimeout = *proxyIdle },
 		"proxy-connect-timeout":      func() { cfg.ProxyConnectTimeout = *proxyConnect },
 		"proxy-max-conns-per-worker": func() { cfg.ProxyMaxConnsPerWorker = *proxyConns },
@@ -116,6 +120,7 @@ func serveConfig(args []string) (server.Config, error) {
 			apply()
 		}
 	}
+	applyAccess(&cfg.Access, set)
 	if *loadAware && *agentic {
 		return cfg, fmt.Errorf("invalid configuration: --load-aware and --agentic exclude each other")
 	}

@@ -102,6 +102,14 @@ func (p *Publisher) PublishLost(ctx context.Context, payload []byte) (seq uint64
 	return p.publish(ctx, payload, false)
 }
 
+// JumpTo makes seq the next sequence number (fault injection: an engine whose counter jumped — a bug or
+// a hostile publisher). The numbers skipped were never published, so no replay holds them.
+func (p *Publisher) JumpTo(seq uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.nextSeq = seq
+}
+
 // PublishBatch encodes b with opts and publishes it.
 func (p *Publisher) PublishBatch(ctx context.Context, b vllmwire.Batch, opts vllmwire.EncodeOptions) (uint64, error) {
 	payload, err := vllmwire.Encode(b, opts)

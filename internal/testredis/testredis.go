@@ -90,6 +90,12 @@ func startOnFreePort(t testing.TB, what string, newServer func(port int) *Server
 	return nil
 }
 
+// Do sends one command on a fresh connection and returns the reply as a string (simple, bulk or
+// integer replies; an error reply is an error), waiting at most d (e.g. for DEBUG SLEEP or DEBUG RELOAD).
+func (s *Server) Do(d time.Duration, args ...string) (string, error) {
+	return commandTimeout(s.Addr(), d, args...)
+}
+
 // Addr returns "127.0.0.1:PORT".
 func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
 
@@ -437,12 +443,17 @@ func probe(port int) error {
 // as a string (simple string, bulk string or integer). A RESP error reply
 // is returned as an error. Arrays are not supported (not needed here).
 func command(addr string, args ...string) (string, error) {
+	return commandTimeout(addr, 2*time.Second, args...)
+}
+
+// commandTimeout is command with a bound d on the whole exchange.
+func commandTimeout(addr string, d time.Duration, args ...string) (string, error) {
 	conn, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
 		return "", err
 	}
 	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
+	_ = conn.SetDeadline(time.Now().Add(d))
 	var b strings.Builder
 	fmt.Fprintf(&b, "*%d\r\n", len(args))
 	for _, a := range args {

@@ -41,6 +41,9 @@ type Options struct {
 	// Ready is GET /readyz's check (nil error: ready). Default nil: the store's Ping. `serve` and
 	// `ingest` also require their configured pools to exist (SPEC §8 "Losing Redis").
 	Ready func(ctx context.Context) error
+	// Auth, when set, requires a bearer token of each endpoint's scope (ScopeOf; SPEC §7.3): 401
+	// without a known token, 403 with one of too small a scope. Default nil: no access control.
+	Auth *Tokens
 }
 
 // API answers requests against one router. Safe for concurrent use.
@@ -104,6 +107,23 @@ type Response struct {
 // ContentType is the media type of every response body.
 const ContentType = "application/json"
 
+// RetryAfterSeconds is the Retry-After of every 503: the store or every worker is unavailable for now
+// (SPEC §8), and a client backing off a second gives a restarting Redis or a failover time.
+const RetryAfterSeconds = "1"
+
+// HeadersFor returns the response headers of an answer with this status: Content-Type, plus
+// Retry-After on a 503 and WWW-Authenticate on a 401. Every transport sets them.
+func HeadersFor(status int) map[string]string {
+	h := map[string]string{"Content-Type": ContentType}
+	switch status {
+	case http.StatusServiceUnavailable:
+		h["Retry-After"] = RetryAfterSeconds
+	case http.StatusUnauthorized:
+		h["WWW-Authenticate"] = "Bearer"
+	}
+	return h
+}
+
 // endpoint is one route of the API.
 type endpoint struct {
 	name    string // template, the metrics label
@@ -118,7 +138,13 @@ func (a *API) Do(ctx context.Context, req Request) Response {
 		ctx, cancel = context.WithTimeout(ctx, a.opts.Timeout)
 		defer cancel()
 	}
-	name, resp := a.dispatch(ctx, &req)
+	var name string
+	var resp Response
+	if e := a.opts.Auth.Check(req.header("Authorization"), ScopeOf(req.RawPath)); e != nil {
+		name, resp = Endpoint(req.RawPath), errorResponse(e.Status, e.Code, e.Msg)
+	} else {
+		name, resp = a.dispatch(ctx, &req)
+	}
 	a.opts.Metrics.observeHTTP(name, resp.Status, time.Since(start))
 	return resp
 }

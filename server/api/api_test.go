@@ -130,7 +130,7 @@ func TestBadInput(t *testing.T) {
 		{"POST", "/v1/route", `{"nope":1}`, 400, `unknown field "nope"`},
 		{"POST", "/v1/route", `{} {}`, 400, "after the JSON"},
 		{"POST", "/v1/route", `{"pool":"missing"}`, 404, "unknown pool"},
-		{"POST", "/v1/route", `{"random":7}`, 400, "random"},
+		{"POST", "/v1/route", `{"random":7,"isl":16}`, 400, "random"},
 		{"POST", "/v1/route", `{"config":{"temperature":"NaN"}}`, 400, "temperature"},
 		{"POST", "/v1/route", `{"config":{"temperature":-1}}`, 400, "temperature"},
 		{"POST", "/v1/route", `{"config":{"temperature":1e308}}`, 400, "absurd"},
@@ -138,6 +138,18 @@ func TestBadInput(t *testing.T) {
 		{"POST", "/v1/route", `{"block_size":8,"token_ids":[1]}`, 400, "block_size"},
 		{"POST", "/v1/route", `{"prompt":"hello"}`, 400, "tokenizer"},
 		{"POST", "/v1/route", `{"session_id":"` + strings.Repeat("s", 300) + `"}`, 400, "session_id"},
+		// Defect 8 (issue 11): no prompt, explicit zero values, invalid UTF-8, a worker without a URL.
+		{"POST", "/v1/route", `null`, 400, "want an object, got JSON null"},
+		{"POST", "/v1/route", `{}`, 400, "needs a prompt"},
+		{"POST", "/v1/route", `{"token_ids":[]}`, 400, "needs a prompt"},
+		{"POST", "/v1/route/explain", `{}`, 400, "needs a prompt"},
+		{"POST", "/v1/route", `{"isl":16,"block_size":0}`, 400, "block_size must be > 0"},
+		{"POST", "/v1/route", `{"isl":16,"request_id":""}`, 400, "request_id must not be empty"},
+		{"POST", "/v1/route", "{\"isl\":16,\"request_id\":\"a\xffb\"}", 400, "not valid UTF-8"},
+		{"POST", "/v1/route", `{"isl":16,"request_id":"a\udc00b"}`, 400, "not valid UTF-8"},
+		{"PUT", "/v1/workers/w9", `{}`, 400, "url is required"},
+		{"PUT", "/v1/workers/w9", `null`, 400, "want an object"},
+		{"PUT", "/v1/workers/w%FF", `{"url":"u"}`, 400, "not valid UTF-8"},
 		{"POST", "/v1/route", huge, 400, "max_prompt_tokens"},
 		{"POST", "/v1/route", `{"pinned_worker":"ghost","token_ids":[1]}`, 503, "no eligible worker"},
 		{"POST", "/v1/route/explain", `{"nope":1}`, 400, "unknown field"},
@@ -213,8 +225,11 @@ func TestTokenList(t *testing.T) {
 	}
 	// Through the decoder, the other fields still decode strictly.
 	var b routeBody
-	if err := decodeStrict([]byte(`{"pool":"p","token_ids":[5,6],"isl":9}`), "x", &b); err != nil || b.input().Pool != "p" || len(b.input().TokenIDs) != 2 || *b.input().ISL != 9 {
-		t.Fatalf("%+v %v", b, err)
+	if err := decodeStrict([]byte(`{"pool":"p","token_ids":[5,6],"isl":9}`), "x", &b); err != nil {
+		t.Fatal(err)
+	}
+	if in, err := b.input(); err != nil || in.Pool != "p" || len(in.TokenIDs) != 2 || *in.ISL != 9 {
+		t.Fatalf("%+v %v", in, err)
 	}
 	if err := decodeStrict([]byte(`{"token_ids":[5],"bogus":1}`), "x", &b); err == nil {
 		t.Fatal("unknown field accepted")

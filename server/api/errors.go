@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/kvrouter/kvrouter/statestore"
 )
@@ -44,8 +45,8 @@ func (a *API) fromError(err error) Response {
 	st := Status(err)
 	code := statestore.ErrorCode(err)
 	msg := err.Error()
-	if code == "internal" && errors.Is(err, context.DeadlineExceeded) {
-		code, msg = "timeout", "state store did not answer in time: "+msg
+	if code == "timeout" {
+		msg = "state store did not answer in time: " + msg
 	}
 	if st == http.StatusInternalServerError {
 		a.log.Warn("internal error", "err", err)
@@ -68,8 +69,17 @@ func jsonResponse(status int, v any) Response {
 // decodeStrict decodes exactly one JSON value into v, rejecting unknown fields, wrong types and trailing
 // data, with a message a client can act on.
 func decodeStrict(body []byte, what string, v any) error {
-	if len(bytes.TrimSpace(body)) == 0 {
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 {
 		return fmt.Errorf("%w: %s: empty body, want a JSON object", statestore.ErrInvalid, what)
+	}
+	if trimmed[0] != '{' {
+		// null would decode into a zero value and mean "everything absent".
+		return fmt.Errorf("%w: %s: want an object, got JSON %s", statestore.ErrInvalid, what, jsonKind(trimmed))
+	}
+	if !utf8.Valid(body) {
+		// encoding/json would silently replace the bad bytes with U+FFFD, rewriting ids.
+		return fmt.Errorf("%w: %s: body is not valid UTF-8", statestore.ErrInvalid, what)
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()

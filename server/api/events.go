@@ -95,6 +95,11 @@ func (a *API) events(ctx context.Context, req *Request, _ []string) Response {
 	}
 	res.Result = applied
 	a.opts.Metrics.observeEventsApplied(applied, res.Invalid)
+	if applied.Restarts > 0 {
+		// A new epoch, or an event id far beyond the last (Limits.MaxEventIDJump): ranks were cleared.
+		a.log.Warn("events: worker restart detected, its index was cleared", "restarts", applied.Restarts,
+			"worker", evs[0].WorkerID)
+	}
 	if err != nil {
 		return a.fromError(err)
 	}

@@ -24,7 +24,10 @@ func (a *API) decodeRoute(req *Request) (core.RouteInput, time.Duration, error) 
 	if err := decodeStrict(req.Body, "route request", &body); err != nil {
 		return core.RouteInput{}, 0, err
 	}
-	in := body.input()
+	in, err := body.input()
+	if err != nil {
+		return in, 0, err
+	}
 	if in.SessionID == "" {
 		for _, h := range sessionHeaders {
 			if v := req.header(h); v != "" {
@@ -35,11 +38,6 @@ func (a *API) decodeRoute(req *Request) (core.RouteInput, time.Duration, error) 
 	}
 	if in.SessionID != "" {
 		if err := statestore.CheckID("session_id", in.SessionID); err != nil {
-			return in, 0, err
-		}
-	}
-	if in.RequestID != "" {
-		if err := statestore.CheckID("request_id", in.RequestID); err != nil {
 			return in, 0, err
 		}
 	}

@@ -73,6 +73,9 @@ func (a *API) putWorker(ctx context.Context, req *Request, p []string) Response 
 		pool = wi.Pool
 	}
 	spec := wi.Spec()
+	if spec.URL == "" {
+		return badRequest("url is required: the address /v1/route returns for this worker")
+	}
 	if err := spec.Validate(); err != nil {
 		return a.fromError(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/kvrouter/kvrouter/core"
+	"github.com/kvrouter/kvrouter/statestore"
 )
 
 // routeBody decodes a route request like core.RouteInput, but parses token_ids with a hand-written
@@ -13,12 +14,30 @@ import (
 type routeBody struct {
 	core.RouteInput
 	TokenIDs tokenList `json:"token_ids,omitempty"`
+	// Pointers shadow the embedded fields so that an explicit 0 or "" is seen (and refused) rather than
+	// silently meaning "absent".
+	BlockSize *int    `json:"block_size,omitempty"`
+	RequestID *string `json:"request_id,omitempty"`
 }
 
-func (b *routeBody) input() core.RouteInput {
+// input checks what only the HTTP body can get wrong and returns the router's input.
+func (b *routeBody) input() (core.RouteInput, error) {
 	in := b.RouteInput
 	in.TokenIDs = []uint32(b.TokenIDs)
-	return in
+	if b.BlockSize != nil {
+		if *b.BlockSize <= 0 {
+			return in, fmt.Errorf("%w: block_size must be > 0 when given, got %d", statestore.ErrInvalid, *b.BlockSize)
+		}
+		in.BlockSize = *b.BlockSize
+	}
+	if b.RequestID != nil {
+		if err := statestore.CheckID("request_id", *b.RequestID); err != nil {
+			return in, err
+		}
+		in.RequestID = *b.RequestID
+	}
+	in.RequirePrompt = true
+	return in, nil
 }
 
 // tokenList is a JSON array of u32 token ids.
@@ -87,6 +106,10 @@ func jsonKind(b []byte) string {
 		return "string"
 	case '{':
 		return "object"
+	case '[':
+		return "array"
+	case 'n':
+		return "null"
 	case 't', 'f':
 		return "boolean"
 	}

@@ -1,0 +1,84 @@
+package server
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvrouter/kvrouter/internal/testredis"
+)
+
+// routeOnce posts a route and returns status, body and the Retry-After header.
+func routeOnce(t *testing.T, base string) (int, string, string) {
+	t.Helper()
+	resp, err := http.Post(base+"/v1/route", "application/json", strings.NewReader(`{"isl":16}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), resp.Header.Get("Retry-After")
+}
+
+// TestStoreTransientStates (defect 5, SPEC §8): a Redis stalled past --store-timeout answers 503
+// "timeout" and a Redis LOADING its dataset answers 503 "store_unavailable", both with Retry-After and
+// never 500; routing resumes by itself afterwards.
+func TestStoreTransientStates(t *testing.T) {
+	srv := testredis.Start(t)
+	cfg := DefaultConfig()
+	cfg.Addr, cfg.LogOutput, cfg.Store = "127.0.0.1:0", io.Discard, srv.URL()
+	cfg.StoreTimeout = 300 * time.Millisecond
+	base, stop := startServe(t, cfg)
+	defer stop()
+	if code, body := httpDo(t, "PUT", base+"/v1/workers/w0", `{"url":"http://w0"}`); code != 200 {
+		t.Fatalf("PUT worker: %d %s", code, body)
+	}
+
+	// A stall: DEBUG SLEEP blocks the server for 3 s, 10x the store timeout.
+	slept := make(chan error, 1)
+	go func() { _, err := srv.Do(30*time.Second, "DEBUG", "SLEEP", "3"); slept <- err }()
+	waitFor(t, "503 timeout during DEBUG SLEEP", func() (bool, string) {
+		code, body, ra := routeOnce(t, base)
+		if code == 500 {
+			t.Fatalf("500 during a stall: %s", body)
+		}
+		return code == 503 && strings.Contains(body, `"code":"timeout"`) && ra == "1", body
+	})
+	if err := <-slept; err != nil {
+		t.Fatal(err)
+	}
+
+	// LOADING: enough keys, loaded slowly (key-load-delay, µs per key) and answering other clients
+	// between chunks (loading-process-events-interval-bytes), make DEBUG RELOAD take seconds.
+	for _, c := range [][]string{{"DEBUG", "POPULATE", "20000", "filler", "64"},
+		{"CONFIG", "SET", "key-load-delay", "200"}, {"CONFIG", "SET", "loading-process-events-interval-bytes", "1024"}} {
+		if _, err := srv.Do(30*time.Second, c...); err != nil {
+			t.Fatalf("%v: %v", c, err)
+		}
+	}
+	reloaded := make(chan error, 1)
+	go func() { _, err := srv.Do(120*time.Second, "DEBUG", "RELOAD"); reloaded <- err }()
+	sawLoading := false
+	waitFor(t, "503 store_unavailable while LOADING", func() (bool, string) {
+		code, body, ra := routeOnce(t, base)
+		if code == 500 {
+			t.Fatalf("500 while loading: %s", body)
+		}
+		sawLoading = code == 503 && strings.Contains(body, `"code":"store_unavailable"`) && strings.Contains(body, "LOADING") && ra == "1"
+		return sawLoading, body
+	})
+	code, body := httpDo(t, "GET", base+"/readyz", "")
+	if err := <-reloaded; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.Do(5*time.Second, "CONFIG", "SET", "key-load-delay", "0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("readyz during or right after loading: %d %s", code, body)
+	waitFor(t, "routing resumes after loading", func() (bool, string) {
+		code, body, _ := routeOnce(t, base)
+		return code == 200, body
+	})
+}
