@@ -24,7 +24,14 @@ func openStream(router string, i, maxTokens int) *stream {
 	body, _ := json.Marshal(map[string]any{"model": "mock-model", "prompt": promptFor(i), "max_tokens": maxTokens, "stream": true})
 	go func() {
 		client := &http.Client{} // no whole-request timeout: the stream lasts long by design
-		resp, err := client.Post(router+"/v1/completions", "application/json", bytes.NewReader(body))
+		req, err := http.NewRequest("POST", router+"/v1/completions", bytes.NewReader(body))
+		if err != nil {
+			s.done <- err
+			return
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+authToken)
+		resp, err := client.Do(req)
 		if err != nil {
 			s.done <- err
 			return

@@ -182,9 +182,21 @@ func (l *lab) startWith(name, image, readyLog string, nets []string, more []test
 	return n
 }
 
-// kvrouter starts a kvrouter container (`kvrouter args...`) that is ready once it logs readyLog.
+// authToken is the admin bearer token of every serve and ingest container (SPEC §7.3: a non-loopback
+// --addr needs --auth-tokens); httpJSON and the gateway streams send it.
+const authToken = "chaos-suite-admin-token-0123456789"
+
+// kvrouter starts a kvrouter container (`kvrouter args...`) that is ready once it logs readyLog. serve
+// and ingest get a tokens file (/tmp/tokens: "admin authToken") and --auth-tokens.
 func (l *lab) kvrouter(name, readyLog string, nets []string, args ...string) *node {
-	return l.start(name, kvrouterImage, readyLog, nets, args...)
+	var more []testcontainers.ContainerCustomizer
+	if args[0] == "serve" || args[0] == "ingest" {
+		args = append(args, "--auth-tokens", "/tmp/tokens")
+		more = append(more, testcontainers.WithFiles(testcontainers.ContainerFile{
+			Reader: strings.NewReader("admin " + authToken + "\n"), ContainerFilePath: "/tmp/tokens", FileMode: 0o444,
+		}))
+	}
+	return l.startWith(name, kvrouterImage, readyLog, nets, more, args...)
 }
 
 // ip is the node's address on network n, as the test process reaches it.
@@ -256,8 +268,6 @@ func (n *node) logs() string {
 	return string(b)
 }
 
-func stringsReader(s string) io.Reader { return strings.NewReader(s) }
-
 var httpClient = &http.Client{Timeout: 20 * time.Second}
 
 // httpJSON sends a request with a JSON body (nil: none) and decodes a 2xx JSON answer into out.
@@ -275,6 +285,7 @@ func httpJSON(method, url string, body, out any) error {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+authToken)
 	resp, err := httpClient.Do(req)
 	if err != nil {
 		return err

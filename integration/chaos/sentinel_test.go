@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,7 +31,7 @@ func (l *lab) sentinel(name string, nets []string) *node {
 	l.t.Helper()
 	return l.startWith(name, redisImage(), "+monitor master", nets, []testcontainers.ContainerCustomizer{
 		testcontainers.WithFiles(testcontainers.ContainerFile{
-			Reader: stringsReader(sentinelConf), ContainerFilePath: "/tmp/sentinel.conf", FileMode: 0o666,
+			Reader: strings.NewReader(sentinelConf), ContainerFilePath: "/tmp/sentinel.conf", FileMode: 0o666,
 		}),
 	}, "/tmp/sentinel.conf", "--sentinel")
 }
