@@ -165,6 +165,10 @@ func (l *lab) startWith(name, image, readyLog string, nets []string, more []test
 		hosts := slices.Clone(l.pinned)
 		opts = append(opts, testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
 			hc.ExtraHosts = append(hc.ExtraHosts, hosts...)
+		}), testcontainers.WithFiles(testcontainers.ContainerFile{
+			// glibc without an nsswitch.conf (our FROM-scratch Redis image) asks DNS before
+			// /etc/hosts: the pinned names must come from the file.
+			Reader: strings.NewReader("hosts: files dns\n"), ContainerFilePath: "/etc/nsswitch.conf", FileMode: 0o444,
 		}))
 	}
 	opts = append(opts, more...)
@@ -219,8 +223,10 @@ func (n *node) ip(net string) string {
 // that it keeps resolving once the node is killed — as a dead host's DNS record does. Docker's DNS
 // forgets a stopped container's name at once and then forwards the lookup upstream, which times out
 // in a sandbox without a resolver: Sentinel resolves hostnames synchronously, and such lookups stalled
-// the sentinels long enough (seconds each) to enter TILT mode and never fail over (measured). Only for
-// nodes that are not restarted: a restarted container may get another address.
+// the sentinels long enough (seconds each) to enter TILT mode and never fail over (measured: TILT for
+// 30 s, then "-failover-abort-no-good-slave" forever, the replica's link having been down longer than
+// 10 down-after periods). Later containers also get an /etc/nsswitch.conf that puts files first. Only
+// for nodes that are not restarted: a restarted container may get another address.
 func (n *node) pinName() { n.l.pinned = append(n.l.pinned, n.name+":"+n.ip(dataNet)) }
 
 // url is http://ip:port of the node on network net.
