@@ -19,7 +19,8 @@ import (
 //     the chunk that the prediction did not model) it stops before that event and returns its index;
 //     the caller re-reads and resumes there. Events before it are applied exactly once.
 //
-// Batches are split at event boundaries into calls of at most MaxBlocksPerCall blocks.
+// Batches are split at event boundaries into calls of at most MaxBlocksPerCall blocks; a larger event is
+// split into pieces (applyLarge).
 
 func eventIDStr(id uint64) string { return fmt.Sprintf("%020d", id) }
 
@@ -34,15 +35,92 @@ type parentRef struct {
 	engine uint64
 }
 
-// ApplyEvents implements Store.
+// ApplyEvents implements Store. Runs of events are applied in calls of at most MaxBlocksPerCall blocks
+// (applyRun); an event larger than that is split into pieces of its own calls (applyLarge), so no call
+// does unbounded work whatever one event holds (SPEC §8).
 func (r *Redis) ApplyEvents(ctx context.Context, b EventBatch) (ApplyResult, error) {
 	var res ApplyResult
 	events := b.Events
+	for len(events) > 0 {
+		if eventBlocks(&events[0]) > MaxBlocksPerCall {
+			got, err := r.applyLarge(ctx, b, events[0])
+			res.Add(got)
+			if err != nil {
+				return res, err
+			}
+			events = events[1:]
+			continue
+		}
+		n := 1
+		for n < len(events) && eventBlocks(&events[n]) <= MaxBlocksPerCall {
+			n++
+		}
+		got, err := r.applyRun(ctx, b, events[:n])
+		res.Add(got)
+		if err != nil {
+			return res, err
+		}
+		events = events[n:]
+	}
+	return res, nil
+}
+
+// eventBlocks is the number of blocks an event stores or removes.
+func eventBlocks(ev *Event) int { return len(ev.Blocks) + len(ev.Removed) }
+
+// applyLarge applies one event of more than MaxBlocksPerCall blocks as pieces of at most that many, each
+// its own call. The first piece carries the event's id and epoch and is fenced like any event; the
+// others continue it (a Stored piece's parent is the previous piece's last block) without an id, and
+// are sent only if the first was applied — stale, unknown parent, block size mismatch or unknown worker
+// drop the whole event, as one call would. Counts equal one call's: the event is applied once.
+func (r *Redis) applyLarge(ctx context.Context, b EventBatch, ev Event) (ApplyResult, error) {
+	var res ApplyResult
+	for i, piece := range splitEvent(ev, MaxBlocksPerCall) {
+		got, err := r.applyRun(ctx, b, []Event{piece})
+		if i > 0 {
+			got.Applied-- // a continuation of the event counted once already
+		}
+		res.Add(got)
+		if err != nil || (i == 0 && got.Applied == 0) {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// splitEvent cuts a Stored or Removed event into pieces of at most max blocks (see applyLarge).
+func splitEvent(ev Event, max int) []Event {
+	var out []Event
+	first := true
+	for ev.Kind == EventStored && len(ev.Blocks) > 0 || ev.Kind == EventRemoved && len(ev.Removed) > 0 {
+		p := ev
+		if ev.Kind == EventStored {
+			n := min(max, len(ev.Blocks))
+			p.Blocks = ev.Blocks[:n]
+			ev.Blocks = ev.Blocks[n:]
+			ev.Parent, ev.HasParent = p.Blocks[n-1].EngineHash, true
+		} else {
+			n := min(max, len(ev.Removed))
+			p.Removed = ev.Removed[:n]
+			ev.Removed = ev.Removed[n:]
+		}
+		if !first {
+			p.HasEventID, p.EventID = false, 0
+		}
+		first = false
+		out = append(out, p)
+	}
+	return out
+}
+
+// applyRun applies events (each of at most MaxBlocksPerCall blocks) in calls split at event boundaries.
+func (r *Redis) applyRun(ctx context.Context, b EventBatch, events []Event) (ApplyResult, error) {
+	var res ApplyResult
 	stuck := 0
 	for len(events) > 0 {
 		n, blocks := 0, 0
-		for n < len(events) && (n == 0 || blocks+len(events[n].Blocks)+len(events[n].Removed) <= MaxBlocksPerCall) {
-			blocks += len(events[n].Blocks) + len(events[n].Removed)
+		for n < len(events) && (n == 0 || blocks+eventBlocks(&events[n]) <= MaxBlocksPerCall) {
+			blocks += eventBlocks(&events[n])
 			n++
 		}
 		chunk := events[:n]

@@ -1,0 +1,79 @@
+package statestore_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/kvrouter/kvrouter/blockhash"
+	"github.com/kvrouter/kvrouter/statestore"
+)
+
+// TestLargeEventSplit (defect 3): events larger than MaxBlocksPerCall are applied in pieces by the Redis
+// store with the same outcome as the memory store's single step: counts, fencing of a replayed event,
+// an unknown parent dropping the whole event, and the index.
+func TestLargeEventSplit(t *testing.T) {
+	srv := sharedRedis(t)
+	const n = 3*statestore.MaxBlocksPerCall + 7
+	chain := func(base uint64) []statestore.StoredBlock {
+		out := make([]statestore.StoredBlock, n)
+		for i := range out {
+			out[i] = statestore.StoredBlock{EngineHash: base + uint64(i), LocalHash: base + uint64(i)}
+		}
+		return out
+	}
+	removed := make([]uint64, n)
+	for i := range removed {
+		removed[i] = 5000 + n - 1 - uint64(i) // chain(5000) from its tail
+	}
+	steps := []statestore.Event{
+		{EventID: 1, HasEventID: true, Kind: statestore.EventStored, Blocks: chain(1000)},
+		{EventID: 1, HasEventID: true, Kind: statestore.EventStored, Blocks: chain(1000)},                              // replayed: stale
+		{EventID: 2, HasEventID: true, Kind: statestore.EventStored, Parent: 99, HasParent: true, Blocks: chain(9000)}, // unknown parent
+		{EventID: 3, HasEventID: true, Kind: statestore.EventStored, Parent: 1000 + n - 1, HasParent: true, Blocks: chain(5000)},
+		{EventID: 4, HasEventID: true, Kind: statestore.EventRemoved, Removed: removed[:n/2]},
+	}
+	ctx := context.Background()
+	results := map[string][]statestore.ApplyResult{}
+	depth := map[string][]int{}
+	for name, st := range map[string]statestore.Store{"memory": statestore.NewMemory(), "redis": newRedisStore(t, srv.Addr())} {
+		setupPool(t, st, "default", statestore.DefaultPoolConfig(4), "w0")
+		for i, ev := range steps {
+			res, err := st.ApplyEvents(ctx, statestore.EventBatch{Pool: "default", WorkerID: "w0", Events: []statestore.Event{ev}, NowMs: int64(i)})
+			if err != nil {
+				t.Fatalf("%s step %d: %v", name, i, err)
+			}
+			results[name] = append(results[name], res)
+		}
+		for _, local := range [][]uint64{hashes(chain(1000)), append(hashes(chain(1000)), hashes(chain(5000))...)} {
+			sc, err := st.Overlap(ctx, "default", blockhash.Sequence(nil, local), 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := 0
+			if len(sc) == 1 {
+				d = sc[0].Blocks
+			}
+			depth[name] = append(depth[name], d)
+		}
+	}
+	for i := range steps {
+		if results["memory"][i] != results["redis"][i] {
+			t.Errorf("step %d: memory %+v, redis %+v", i, results["memory"][i], results["redis"][i])
+		}
+	}
+	if results["memory"][0].Applied != 1 || results["memory"][0].StoredBlocks != n || results["memory"][1].Stale != 1 || results["memory"][2].ParentNotFound != 1 {
+		t.Errorf("memory results %+v", results["memory"])
+	}
+	if want := []int{n, n + n - n/2}; depth["redis"][0] != want[0] || depth["redis"][1] != want[1] || depth["memory"][0] != want[0] || depth["memory"][1] != want[1] {
+		t.Errorf("overlap depths: memory %v, redis %v", depth["memory"], depth["redis"])
+	}
+	t.Logf("results %+v, depths %v", results["redis"], depth["redis"])
+}
+
+func hashes(bs []statestore.StoredBlock) []uint64 {
+	out := make([]uint64, len(bs))
+	for i, b := range bs {
+		out[i] = b.LocalHash
+	}
+	return out
+}
