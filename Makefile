@@ -18,7 +18,7 @@ TEST_ENV = TESTCONTAINERS_RYUK_DISABLED=true KVROUTER_REDIS_IMAGE=$${KVROUTER_RE
 # Per-target time of `make fuzz-smoke` (a go test -fuzztime value).
 FUZZTIME ?= 8s
 
-.PHONY: build test test-short fuzz-smoke bench lint demo redis-image clean
+.PHONY: build test test-short test-chaos fuzz-smoke bench lint demo redis-image clean
 
 ## build: the kvrouter CLI into bin/kvrouter
 build:
@@ -48,6 +48,14 @@ test:
 ## (9 targets × 8 s plus their builds ≈ 2 min); each must have a committed seed corpus in testdata/fuzz/FuzzXxx/
 fuzz-smoke:
 	GO=$(GO) bash scripts/fuzz-smoke.sh $(FUZZTIME)
+
+## test-chaos: only the container chaos suite (integration/chaos, also part of `make test`): serve, ingest,
+## mock engines and Redis in Docker, killed and cut off under load; prints each scenario's numbers
+## (docs/RELIABILITY.md "Chaos scenarios"). It builds the kvrouter image itself (infra/kvrouter-image).
+test-chaos:
+	bash infra/redis-image/build.sh $(REDIS_LOCAL_IMAGE)
+	set -o pipefail; $(TEST_ENV) $(GO) test -count=1 -v -timeout 20m -run '^TestChaos' ./integration/chaos/ 2>&1 | \
+		grep -v -e '🐳' -e '✅' -e '⏳' -e '🔔' -e '🚫'
 
 ## test-short: quick tests only (integration tests skip in -short mode)
 test-short:

@@ -31,18 +31,23 @@
 --  19 hc      HASH   worker id -> consecutive failed forwards (only workers with failures; health, SPEC §7.2)
 --  20 hu      HASH   worker id -> struct '>ddd' {unhealthy_until_ms, probe_until_ms, backoff_ms}: only workers
 --                    marked unhealthy (the route reads this whole hash: it is empty in a healthy pool)
+--  21 sy      ZSET   idle session id scored by idle_at_ms (bindings with no active request; swept once
+--                    past session_affinity_ttl_ms by sweep_sessions: SPEC §8, no key grows with the
+--                    number of distinct session ids ever seen)
 -- Bucket suffixes are the only strings appended in Lua; every key stays under the pool's hash tag.
 
 local K_CFG, K_ROSTER, K_WK, K_SEEN, K_LD, K_FENCE, K_SC, K_ORPH, K_ND, K_DEAD, K_LS, K_LX, K_SS, K_SX, K_E, K_G, K_S, K_WZ =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12],
   KEYS[13], KEYS[14], KEYS[15], KEYS[16], KEYS[17], KEYS[18]
-local K_HC, K_HU = KEYS[19], KEYS[20]
+local K_HC, K_HU, K_SY = KEYS[19], KEYS[20], KEYS[21]
 
 -- NB_E: 16384 event buckets keep each listpack near 61 entries at 1 M entries (every HGET scans its bucket
 -- linearly): ~15-20 % less Redis time per route decision than 4096 (~245 entries) for +1.3 B per entry.
 local NB_E, NB_G, NB_S = 16384, 256, 1024
 local RECLAIM_BUCKETS = 8      -- engine-map buckets of dead slots reclaimed per call
 local SOFT_SWEEP = 256         -- expired soft entries swept per call
+local SESS_SWEEP = 32          -- expired idle session bindings reclaimed per route call
+local SESS_CAP = 262144        -- live session bindings per pool (statestore.MaxSessionsPerPool)
 
 local function ebucket(seq) local a, b = string.byte(seq, 7, 8); return K_E .. ((a * 256 + b) % NB_E) end
 local function sbucket(seq) local a, b = string.byte(seq, 7, 8); return K_S .. ((a * 256 + b) % NB_S) end
@@ -218,7 +223,10 @@ local function end_lease(id, l, t)
       local s = cmsgpack.unpack(sp)
       if s[3] == l[6] and s[4] > 0 then
         s[4] = s[4] - 1
-        if s[4] == 0 then s[5] = t end
+        if s[4] == 0 then
+          s[5] = t
+          redis.call('ZADD', K_SY, t, l[5])
+        end
         redis.call('HSET', K_SS, l[5], cmsgpack.pack(s))
       end
     end
@@ -353,6 +361,20 @@ local function reclaim(now, buckets, softn)
       end
       redis.call('ZREM', K_SX, m)
     end
+  end
+end
+
+-- sweep_sessions deletes up to SESS_SWEEP idle session bindings expired at now under ttl ms (memory:
+-- sweepSessions). Lookups already ignore expired bindings; this only reclaims their memory.
+local function sweep_sessions(now, ttl)
+  local due = redis.call('ZRANGEBYSCORE', K_SY, '-inf', now - ttl, 'LIMIT', 0, SESS_SWEEP)
+  for _, id in ipairs(due) do
+    local sp = redis.call('HGET', K_SS, id)
+    if sp then
+      local s = cmsgpack.unpack(sp)
+      if s[4] == 0 and now >= s[5] + ttl then redis.call('HDEL', K_SS, id) end
+    end
+    redis.call('ZREM', K_SY, id)
   end
 end
 

@@ -40,6 +40,7 @@ if mode ~= 'query' then
   release_expired(now)
   nsx = redis.call('ZCARD', K_SX)
   reclaim(now, 1, nsx > 0 and 32 or 0)
+  sweep_sessions(now, cfg.sttl)
   if mode == 'route' and redis.call('HEXISTS', K_LS, reqid) == 1 then return {'conflict'} end
 end
 
@@ -396,7 +397,10 @@ local function pick(cs, T, r)
   return n
 end
 if chosen < 0 and #costs > 0 then chosen = idx[pick(costs, temp, rnd)] end
-if sdel then redis.call('HDEL', K_SS, session) end
+if sdel then
+  redis.call('HDEL', K_SS, session)
+  redis.call('ZREM', K_SY, session)
+end
 
 local function f17(x) return string.format('%.17g', x) end
 if mode == 'explain' then
@@ -433,14 +437,21 @@ local lsess, lgen = '', 0
 if cfg.sttl > 0 and session ~= '' then
   local s
   if not shit then
-    local g = redis.call('HINCRBY', K_SC, 'sgen', 1)
-    s = {rid, cwid, g, 0, 0}
+    if redis.call('HLEN', K_SS) >= SESS_CAP then
+      redis.call('HINCRBY', K_SC, 'sover', 1) -- over the cap: route without a binding, counted
+    else
+      local g = redis.call('HINCRBY', K_SC, 'sgen', 1)
+      s = {rid, cwid, g, 0, 0}
+    end
   else
     s = cmsgpack.unpack(redis.call('HGET', K_SS, session))
+    if s[4] == 0 then redis.call('ZREM', K_SY, session) end
   end
-  s[4] = s[4] + 1
-  redis.call('HSET', K_SS, session, cmsgpack.pack(s))
-  lsess, lgen = session, s[3]
+  if s then
+    s[4] = s[4] + 1
+    redis.call('HSET', K_SS, session, cmsgpack.pack(s))
+    lsess, lgen = session, s[3]
+  end
 end
 redis.call('HSET', K_LS, reqid, cmsgpack.pack({rid, booked, required, expiry, lsess, lgen}))
 redis.call('ZADD', K_LX, expiry, reqid)

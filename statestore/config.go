@@ -152,6 +152,14 @@ type Limits struct {
 	MaxEventIDJump uint64
 }
 
+// MaxSessionsPerPool bounds the session bindings one pool holds (live ones, plus expired ones not yet
+// reclaimed: each route call reclaims up to 32). A route with a new session id beyond it binds nothing
+// and routes normally (counted: memory sessOver, Redis sc "sover"). 2^18 bindings are ~30 MB of Redis.
+// Both stores count stored bindings, and they reclaim on their own schedules, so right at the cap they
+// may differ in which new session gets a binding; far below it (every replay and differential suite)
+// their decisions are identical.
+const MaxSessionsPerPool = 1 << 18
+
 // DefaultMaxEventIDJump is Limits.MaxEventIDJump's default.
 const DefaultMaxEventIDJump = 1 << 32
 

@@ -77,6 +77,13 @@ type memSession struct {
 	idleAt int64 // when the last active request ended, ms
 }
 
+// idleSession is a sweep record: session id went idle at idleAt (ms). A record whose session was
+// reactivated or re-bound since is skipped when it comes up.
+type idleSession struct {
+	id     string
+	idleAt int64
+}
+
 // softWrite is the sweep record of one soft entry (exactly one per entry): the FIFO is roughly ordered by
 // expiry; a record whose entry was slid forward is requeued with the new expiry when it is reached.
 type softWrite struct {
@@ -99,7 +106,9 @@ type memPool struct {
 	leases    map[string]*memLease
 	byExpiry  leaseHeap
 	sessions  map[string]*memSession
-	dead      []*rankIndex // cleared indexes awaiting reclamation
+	idleLog   []idleSession // idle bindings in idle order (the store clock only moves forward)
+	sessOver  int64         // bindings not made because the pool held MaxSessionsPerPool
+	dead      []*rankIndex  // cleared indexes awaiting reclamation
 	sessGen   uint64
 	seqBuf    []uint64 // scratch: sequence hashes of the event being applied
 	engineBuf []uint64 // scratch: engine hashes of the Stored event being applied
@@ -212,6 +221,23 @@ func (p *memPool) reclaim(now int64) {
 		budget--
 	}
 }
+
+// sweepSessions deletes up to sessionSweep idle session bindings expired at now under the pool's session
+// TTL (Redis: sweep_sessions). Lookups already ignore expired bindings; this reclaims their memory.
+func (p *memPool) sweepSessions(now int64) {
+	ttl := p.cfg.SessionAffinityTTLMs
+	for n := 0; n < sessionSweep && len(p.idleLog) > 0 && p.idleLog[0].idleAt+ttl <= now; n++ {
+		e := p.idleLog[0]
+		p.idleLog[0] = idleSession{}
+		p.idleLog = p.idleLog[1:]
+		if s := p.sessions[e.id]; s != nil && s.active == 0 && s.idleAt == e.idleAt && now >= s.idleAt+ttl {
+			delete(p.sessions, e.id)
+		}
+	}
+}
+
+// sessionSweep is how many idle session records one route call sweeps (Redis: SESS_SWEEP).
+const sessionSweep = 32
 
 // PutWorker implements Store.
 func (m *Memory) PutWorker(_ context.Context, pool string, spec WorkerSpec, now int64) error {
@@ -384,6 +410,7 @@ func (p *memPool) endLease(l *memLease, t int64) {
 			s.active--
 			if s.active == 0 {
 				s.idleAt = t
+				p.idleLog = append(p.idleLog, idleSession{l.session, t})
 			}
 		}
 	}

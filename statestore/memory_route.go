@@ -207,6 +207,7 @@ func (p *memPool) prepare(req *RouteRequest) error {
 	}
 	p.releaseExpired(req.NowMs)
 	p.reclaim(req.NowMs)
+	p.sweepSessions(req.NowMs)
 	return nil
 }
 
@@ -247,13 +248,20 @@ func (p *memPool) book(req *RouteRequest, e *evaluation) {
 	r.worker.health.takeProbe(now, e.cfg.UnhealthyAfter)
 	if e.cfg.SessionAffinityTTLMs > 0 && req.SessionID != "" {
 		s := p.sessions[req.SessionID]
-		if !e.session {
+		switch {
+		case e.session:
+		case len(p.sessions) >= MaxSessionsPerPool:
+			s = nil // over the cap: route without a binding, counted
+			p.sessOver++
+		default:
 			p.sessGen++
 			s = &memSession{rank: r, gen: p.sessGen}
 			p.sessions[req.SessionID] = s
 		}
-		s.active++
-		l.session, l.sessionGen = req.SessionID, s.gen
+		if s != nil {
+			s.active++
+			l.session, l.sessionGen = req.SessionID, s.gen
+		}
 	}
 	p.leases[l.id] = l
 	heap.Push(&p.byExpiry, l)

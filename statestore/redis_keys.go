@@ -13,7 +13,7 @@ import (
 //	<prefix>pools                       SET of pool names (registry for Pools and pool-less lease calls)
 
 // poolKeySuffixes is the KEYS order every script expects (luascripts/lib.lua).
-var poolKeySuffixes = []string{"cfg", "ro", "wk", "seen", "lv", "fence", "sc", "orph", "nd", "dead", "ls", "lx", "ss", "sx", "e:", "g:", "s:", "wz", "hc", "hu"}
+var poolKeySuffixes = []string{"cfg", "ro", "wk", "seen", "lv", "fence", "sc", "orph", "nd", "dead", "ls", "lx", "ss", "sx", "e:", "g:", "s:", "wz", "hc", "hu", "sy"}
 
 // PoolTag returns the hash tag of a pool's keys, braces included.
 func PoolTag(pool string) string { return "{" + hex.EncodeToString([]byte(pool)) + "}" }

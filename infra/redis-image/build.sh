@@ -79,6 +79,9 @@ cat > "$ROOT/etc/group" <<'GR'
 root:x:0:
 nogroup:x:65534:
 GR
+# Without it glibc asks DNS before /etc/hosts; the chaos suite pins the names of Redis nodes it kills in
+# /etc/hosts (Sentinel resolves synchronously, and a dead container's name times out in Docker's DNS).
+echo 'hosts: files dns' > "$ROOT/etc/nsswitch.conf"
 
 if ((!BUSYBOX_WANTED)); then BUSYBOX=""; fi
 if [[ -n "$BUSYBOX" ]]; then
