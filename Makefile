@@ -15,7 +15,10 @@ DEMO_ARGS ?=
 # (every container is removed by testcontainers.CleanupContainer instead).
 TEST_ENV = TESTCONTAINERS_RYUK_DISABLED=true KVROUTER_REDIS_IMAGE=$${KVROUTER_REDIS_IMAGE:-$(REDIS_LOCAL_IMAGE)}
 
-.PHONY: build test test-short bench lint demo redis-image clean
+# Per-target time of `make fuzz-smoke` (a go test -fuzztime value).
+FUZZTIME ?= 8s
+
+.PHONY: build test test-short fuzz-smoke bench lint demo redis-image clean
 
 ## build: the kvrouter CLI into bin/kvrouter
 build:
@@ -30,6 +33,7 @@ redis-image:
 ## run; then the Docker Redis image is built if Docker works; then `go test -json` goes through
 ## scripts/testsummary, which prints the usual package lines and, at the end, every skipped test with
 ## its reason (under CI a skip that is not on scripts/testsummary/optional_skips.txt fails the run).
+## Under CI it then runs fuzz-smoke.
 test:
 	@bash scripts/test-setup.sh
 	@if [ -z "$${KVROUTER_REDIS_IMAGE:-}" ] && command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then \
@@ -38,6 +42,12 @@ test:
 	fi
 	@$(GO) build -o bin/testsummary ./scripts/testsummary
 	set -o pipefail; $(TEST_ENV) $(GO) test -json -count=1 -timeout 45m ./... | bin/testsummary
+	@if [ -n "$${CI:-}" ]; then $(MAKE) --no-print-directory fuzz-smoke; fi
+
+## fuzz-smoke: every fuzz target (found by scripts/fuzz-smoke.sh) for FUZZTIME each, one at a time
+## (9 targets × 8 s plus their builds ≈ 2 min); each must have a committed seed corpus in testdata/fuzz/FuzzXxx/
+fuzz-smoke:
+	GO=$(GO) bash scripts/fuzz-smoke.sh $(FUZZTIME)
 
 ## test-short: quick tests only (integration tests skip in -short mode)
 test-short:

@@ -14,5 +14,7 @@
 //
 // Blank lines and lines starting with '#' are skipped. Events of a capture get event ids from seq (the
 // message's k-th event is seq*MaxEventsPerMessage + k), so a replayed capture is applied in order and
-// a repeated message is stale, as with the live subscriber.
+// a repeated message is stale, as with the live subscriber; a seq lower than the endpoint's previous
+// one is a restarted engine: its events carry a new epoch ("capture-N"), which clears the rank first.
+// `kvrouter ingest --capture FILE` writes capture lines (CaptureWriter).
 package eventlog

@@ -50,6 +50,7 @@ func Read(r io.Reader, pool string, blockSize int) (*Log, error) {
 		return nil, fmt.Errorf("block size %d: must be > 0", blockSize)
 	}
 	out := &Log{}
+	streams := map[captureKey]*captureStream{}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), maxLineBytes)
 	add := func(worker string, evs []statestore.Event) {
@@ -73,7 +74,7 @@ func Read(r io.Reader, pool string, blockSize int) (*Log, error) {
 			return nil, fmt.Errorf("line %d: %v", line, err)
 		}
 		if probe.Payload != nil {
-			worker, evs, err := captureEvents(b, blockSize)
+			worker, evs, err := captureEvents(b, blockSize, streams)
 			if err != nil {
 				out.Skipped = append(out.Skipped, fmt.Sprintf("line %d: %v", line, err))
 				continue
@@ -103,8 +104,22 @@ func Read(r io.Reader, pool string, blockSize int) (*Log, error) {
 	return out, nil
 }
 
+// captureKey names one captured endpoint.
+type captureKey struct {
+	worker string
+	rank   int
+}
+
+// captureStream follows one endpoint's sequence numbers: a number lower than the last one means a new
+// engine process (it numbers from 0 again), so the following events get a new epoch and the store
+// clears the rank first, as the live subscriber does.
+type captureStream struct {
+	last  uint64
+	epoch int
+}
+
 // captureEvents decodes one capture line into store events.
-func captureEvents(line []byte, blockSize int) (string, []statestore.Event, error) {
+func captureEvents(line []byte, blockSize int, streams map[captureKey]*captureStream) (string, []statestore.Event, error) {
 	var c Capture
 	if err := json.Unmarshal(line, &c); err != nil {
 		return "", nil, err
@@ -125,7 +140,17 @@ func captureEvents(line []byte, blockSize int) (string, []statestore.Event, erro
 	if len(b.Events) > MaxEventsPerMessage {
 		return "", nil, fmt.Errorf("%d events in one message (at most %d)", len(b.Events), MaxEventsPerMessage)
 	}
-	evs, _ := ingest.Normalize(nil, b, ingest.NormalizeParams{DPRank: c.DPRank,
+	k := captureKey{c.WorkerID, c.DPRank}
+	st := streams[k]
+	switch {
+	case st == nil:
+		st = &captureStream{epoch: 1}
+		streams[k] = st
+	case c.Seq < st.last:
+		st.epoch++
+	}
+	st.last = c.Seq
+	evs, _ := ingest.Normalize(nil, b, ingest.NormalizeParams{DPRank: c.DPRank, Epoch: fmt.Sprintf("capture-%d", st.epoch),
 		FirstEventID: c.Seq*MaxEventsPerMessage + 1, PoolBlockSize: blockSize})
 	return c.WorkerID, evs, nil
 }

@@ -2,13 +2,16 @@
 // (prefill_done / done) and events. Each accepts Lambda Function URL and API Gateway HTTP API (payload
 // v2) events — the two share one JSON shape — and only translates: the request goes to the same
 // transport-free api layer as `kvrouter serve`, so decisions, validation and errors are identical.
+// The gateway function (GatewayHandler, cmd/lambda-gateway) serves the OpenAI-compatible endpoints with a
+// streamed response over the same proxy core as `kvrouter serve` (package gateway).
 // The store (a Redis client) and the router are created once per execution environment, outside the
-// handler (see Setup and the cmd/lambda-* mains).
+// handler (see Setup, SetupGateway and the cmd/lambda-* mains).
 package functions
 
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -17,6 +20,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/kvrouter/kvrouter/server/api"
+	"github.com/kvrouter/kvrouter/statestore"
 )
 
 // Endpoint sets served by each function (api endpoint templates).
@@ -120,8 +124,13 @@ func (h *Handler) list() []string {
 	return out
 }
 
+// errBody is the api error envelope. It is JSON-encoded (not %q: Go escapes such as \x7f, which a path
+// echoed in the message can contain, are not JSON — FuzzInvoke found it).
 func errBody(status int, code, msg string) (int, string) {
-	return status, fmt.Sprintf(`{"error":{"code":%q,"message":%q}}`, code, msg)
+	b, _ := json.Marshal(struct {
+		Error statestore.ErrorBody `json:"error"`
+	}{statestore.ErrorBody{Code: code, Message: msg}})
+	return status, string(b)
 }
 
 func trunc(s string) string {

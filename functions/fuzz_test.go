@@ -10,8 +10,9 @@ import (
 )
 
 // FuzzInvoke feeds arbitrary invocation payloads through the runtime's JSON handler wrapper: a payload
-// that is not an HTTP event is an invocation error (never a panic); an event always gets a JSON answer,
-// and never a 500.
+// that is not an HTTP event is an invocation error (never a panic); a payload that decodes as an event
+// is never an invocation error and always gets a JSON answer, never a 500, an error with a code and a
+// message.
 func FuzzInvoke(f *testing.F) {
 	for _, n := range fixtureOrder {
 		b := readFixture(f, n)
@@ -22,7 +23,12 @@ func FuzzInvoke(f *testing.F) {
 	lh := lambda.NewHandler(NewHandler(newAPI(f), 1<<16, allEndpoints...).HandleHTTP)
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		out, err := lh.Invoke(context.Background(), payload)
+		var ev events.APIGatewayV2HTTPRequest
+		isEvent := json.Unmarshal(payload, &ev) == nil
 		if err != nil {
+			if isEvent {
+				t.Fatalf("payload %q decodes as an event but the invocation failed: %v", payload, err)
+			}
 			return // not decodable as an event: the runtime reports an invocation error
 		}
 		var r events.APIGatewayV2HTTPResponse
@@ -31,6 +37,14 @@ func FuzzInvoke(f *testing.F) {
 		}
 		if r.StatusCode == 500 || !json.Valid([]byte(r.Body)) {
 			t.Fatalf("payload %q: %d %s", payload, r.StatusCode, r.Body)
+		}
+		if r.StatusCode >= 400 {
+			var e struct {
+				Error struct{ Code, Message string } `json:"error"`
+			}
+			if json.Unmarshal([]byte(r.Body), &e) != nil || e.Error.Code == "" || e.Error.Message == "" {
+				t.Fatalf("payload %q: error %d without code/message: %s", payload, r.StatusCode, r.Body)
+			}
 		}
 	})
 }

@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -58,6 +59,9 @@ func (s scriptedServer) Serve(ctx context.Context, req gateway.Request, sink gat
 		panic(err)
 	}
 	for i, c := range streamChunks {
+		if i > 0 && req.Path == failPath {
+			panic("the proxy core fails mid-stream")
+		}
 		if i > 0 {
 			resp, err := http.Get(fmt.Sprint(s.readURL, i))
 			if err != nil {
@@ -81,6 +85,9 @@ func runGatewayChild() {
 	os.Exit(3) // unreachable: StartHandlerFunc only returns through log.Fatal
 }
 
+// failPath makes scriptedServer panic after its first chunk.
+const failPath = "/v1/fail"
+
 // Invocation events: the REST proxy event of API Gateway's streaming integration, and a Function URL
 // event with a base64 body.
 const (
@@ -98,18 +105,22 @@ const (
 type streamedInvocation struct {
 	contentType, transferEncoding string
 	trailers                      []string
+	errorType                     string // the Lambda-Runtime-Function-Error-Type trailer's value
 	prelude                       map[string]any
 	chunks                        []string
 	err                           error
 }
 
 // TestGatewayStreamsThroughRuntime runs the real aws-lambda-go runtime loop (in a child process) against
-// an emulation of the Lambda Runtime API, with two invocations: a REST proxy event and a Function URL
-// event. Each response must arrive as a streamed POST (chunked) whose body is the JSON prelude (status,
+// an emulation of the Lambda Runtime API, with three invocations: a REST proxy event and a Function URL
+// event, whose responses must arrive as streamed POSTs (chunked) whose body is the JSON prelude (status,
 // headers), 8 NUL bytes, then the chunks in order — and chunk i+1 is written only after the emulator
-// has read chunk i.
+// has read chunk i; then a request on which the core panics after its first chunk: the body ends there
+// and the runtime reports the failure in the Lambda-Runtime-Function-Error-Type trailer. (aws-lambda-go
+// v1.55.1 does not send the Lambda-Runtime-Function-Response-Mode header the custom-runtime docs
+// describe; chunked encoding with the error trailers declared is what it sends, so that is asserted.)
 func TestGatewayStreamsThroughRuntime(t *testing.T) {
-	events := []string{restEvent, urlEvent}
+	events := []string{restEvent, urlEvent, strings.Replace(restEvent, `"path":"/v1/chat/completions"`, `"path":"`+failPath+`"`, 1)}
 	var mu sync.Mutex
 	next := 0
 	read := make([]chan struct{}, len(streamChunks)) // read[i] closed when the current invocation's chunk i is read
@@ -157,6 +168,7 @@ func TestGatewayStreamsThroughRuntime(t *testing.T) {
 			close(read[i])
 			mu.Unlock()
 		})
+		inv.errorType = r.Trailer.Get("Lambda-Runtime-Function-Error-Type") // read once the body is
 		mu.Lock()
 		resetRead() // before the next invocation can start
 		mu.Unlock()
@@ -201,6 +213,12 @@ func TestGatewayStreamsThroughRuntime(t *testing.T) {
 			t.Fatalf("no response within 2 minutes\n%s", stderr.String())
 		}
 	}
+	failed := got[2]
+	got = got[:2]
+	if failed.err == nil || len(failed.chunks) != 1 || failed.errorType == "" || failed.prelude["statusCode"] != 200.0 {
+		t.Errorf("failing invocation: chunks %q, read error %v, error-type trailer %q, prelude %v; want the first chunk, then the body cut and the error reported in the trailer",
+			failed.chunks, failed.err, failed.errorType, failed.prelude)
+	}
 	for i, inv := range got {
 		if inv.err != nil {
 			t.Fatalf("invocation %d: %v\n%s", i, inv.err, stderr.String())
@@ -208,6 +226,10 @@ func TestGatewayStreamsThroughRuntime(t *testing.T) {
 		if inv.contentType != "application/vnd.awslambda.http-integration-response" || inv.transferEncoding != "chunked" {
 			t.Errorf("invocation %d: POST with Content-Type %q, Transfer-Encoding %q; want the http-integration-response prelude, chunked",
 				i, inv.contentType, inv.transferEncoding)
+		}
+		sort.Strings(inv.trailers)
+		if fmt.Sprint(inv.trailers) != "[Lambda-Runtime-Function-Error-Body Lambda-Runtime-Function-Error-Type]" || inv.errorType != "" {
+			t.Errorf("invocation %d: trailers %v (error type %q); want both error trailers declared and unset", i, inv.trailers, inv.errorType)
 		}
 		if strings.Join(inv.chunks, "") != strings.Join(streamChunks, "") {
 			t.Errorf("invocation %d: body %q, want %q", i, inv.chunks, streamChunks)

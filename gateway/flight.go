@@ -34,6 +34,25 @@ type flight struct {
 
 	resp *fasthttp.Response // the worker's streaming answer (Streaming responses only)
 	sent time.Time          // when the request went to the worker
+
+	// end is the bookkeeping left for Finish (release and health report of a successful answer).
+	end     func()
+	endOnce sync.Once
+}
+
+// finish runs the bookkeeping left for Finish, once.
+func (f *flight) finish() {
+	f.endOnce.Do(func() {
+		if f.end != nil {
+			f.end()
+		}
+	})
+}
+
+// succeeded releases the load and reports a healthy worker.
+func (f *flight) succeeded() {
+	f.release()
+	f.report(true)
 }
 
 // run routes and forwards, routing again without the failed worker after a connect failure or a 429/503
@@ -83,7 +102,7 @@ func (f *flight) book(d statestore.Decision) {
 	tick = func() {
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		if f.released || f.dec.RequestID != id {
+		if f.released || f.dec.RequestID != id || f.leaseTTL == 0 {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), f.g.opts.StoreTimeout)
@@ -95,6 +114,17 @@ func (f *flight) book(d statestore.Decision) {
 		f.renew = time.AfterFunc(half, tick)
 	}
 	f.renew = time.AfterFunc(half, tick)
+}
+
+// stopRenewal stops renewing the lease: the worker has finished the request, so nothing may keep the
+// lease alive any more, not even a caller that never calls Finish.
+func (f *flight) stopRenewal() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.renew != nil {
+		f.renew.Stop()
+	}
+	f.leaseTTL = 0
 }
 
 // release ends the booking at once (done), so the load never waits for the lease TTL.
@@ -180,7 +210,7 @@ func (f *flight) forward(ctx context.Context, req Request) (*Response, string) {
 	hdr := f.headers(resp)
 	if status == http.StatusOK && bytes.HasPrefix(resp.Header.ContentType(), []byte("text/event-stream")) {
 		f.resp = resp
-		return &Response{Status: status, Header: hdr, fl: f}, ""
+		return &Response{Status: status, Header: hdr, fl: f, stream: true}, ""
 	}
 	body, rerr := readBody(resp, g.opts.MaxResponseBytes)
 	fasthttp.ReleaseResponse(resp)
@@ -213,8 +243,11 @@ func (f *flight) forward(ctx context.Context, req Request) (*Response, string) {
 		f.fail(reason5xx)
 		return ans, ""
 	}
-	f.release()
-	f.report(true)
+	// Released by Finish, once the answer is on its way: the store round trip of done stays off the
+	// client's latency.
+	f.stopRenewal()
+	f.end = f.succeeded
+	ans.fl = f
 	return ans, ""
 }
 
@@ -338,8 +371,8 @@ func (f *flight) stream(w ChunkWriter) {
 	g.m.request(f.pool, status)
 	switch status {
 	case http.StatusOK:
-		f.release()
-		f.report(true)
+		f.stopRenewal()
+		f.end = f.succeeded // Finish: after the end of the stream went out
 	case StatusClientGone:
 		f.release()
 	}

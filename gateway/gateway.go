@@ -9,7 +9,6 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -79,16 +78,19 @@ func New(rt *core.Router, opts Options) (*Gateway, error) {
 
 // Response is a gateway answer whose status and headers are known. Either Body is the whole body, or the
 // body streams from the worker: then the caller sends the head and calls Stream exactly once (or Abort when
-// it cannot send anything).
+// it cannot send anything). After sending, the caller calls Finish, which releases the request's load and
+// reports the worker's health; Finish may run on another goroutine, so a server can end the response first
+// (a Lambda calls it before returning, since it may be frozen afterwards).
 type Response struct {
 	Status int
 	Header http.Header
 	Body   []byte
 	fl     *flight
+	stream bool
 }
 
 // Streaming reports whether the body is still to be streamed with Stream.
-func (r *Response) Streaming() bool { return r.fl != nil }
+func (r *Response) Streaming() bool { return r.stream }
 
 // ChunkWriter receives a streamed body. Write sends one chunk to the client and flushes it; it must not
 // keep p. An error means the client is gone.
@@ -96,22 +98,34 @@ type ChunkWriter interface {
 	Write(p []byte) error
 }
 
-// Stream passes the worker's stream to w chunk by chunk, then releases the request's load. It returns when
-// the stream ended, the worker failed (the client then gets an SSE error event) or w failed.
+// Stream passes the worker's stream to w chunk by chunk. It returns when the stream ended, the worker
+// failed (the client then gets an SSE error event; the load is released at once) or w failed (the worker
+// connection is closed). Call Finish afterwards.
 func (r *Response) Stream(w ChunkWriter) {
-	if r.fl != nil {
+	if r.stream {
 		r.fl.stream(w)
 	}
 }
 
-// Abort releases a streaming answer that will not be sent (the client left before the head went out).
-func (r *Response) Abort() {
+// Finish ends the request's bookkeeping: done (the load is released), and the health report of a
+// successful forward. Idempotent; a no-op for answers that booked nothing or released already.
+func (r *Response) Finish() {
 	if r.fl != nil {
-		r.fl.abort()
+		r.fl.finish()
 	}
 }
 
-// Serve answers one request on a Sink: the transport-neutral entry point (the Lambda handler's).
+// Abort releases an answer that will not be sent (the client left before the head went out).
+func (r *Response) Abort() {
+	if r.stream {
+		r.fl.abort()
+		return
+	}
+	r.Finish()
+}
+
+// Serve answers one request on a Sink: the transport-neutral entry point (the Lambda handler's). The load
+// is released before Serve returns.
 func (g *Gateway) Serve(ctx context.Context, req Request, sink Sink) {
 	r := g.Begin(ctx, req)
 	if err := sink.Start(r.Status, r.Header); err != nil {
@@ -120,11 +134,10 @@ func (g *Gateway) Serve(ctx context.Context, req Request, sink Sink) {
 	}
 	if r.Streaming() {
 		r.Stream(sink)
-		return
-	}
-	if len(r.Body) > 0 {
+	} else if len(r.Body) > 0 {
 		_ = sink.Write(r.Body)
 	}
+	r.Finish()
 }
 
 // Begin routes and forwards a request up to the worker's answer head, retrying on another worker when
@@ -183,18 +196,11 @@ func methodNotAllowed(req Request, allow string) *Response {
 
 // proxy resolves the pool and tokens, then routes and forwards with retries.
 func (g *Gateway) proxy(ctx context.Context, req Request, kind prompt.Kind, start time.Time) *Response {
-	var head struct {
-		Model json.RawMessage `json:"model"`
+	model, found, err := modelField(req.Body)
+	if err != nil {
+		return g.done("", errorResponse(http.StatusBadRequest, typeInvalidRequest, "invalid_argument", "request body: "+err.Error()))
 	}
-	if err := json.Unmarshal(req.Body, &head); err != nil {
-		return g.done("", errorResponse(http.StatusBadRequest, typeInvalidRequest, "invalid_argument",
-			"request body: want a JSON object: "+err.Error()))
-	}
-	var model string
-	if len(head.Model) > 0 && json.Unmarshal(head.Model, &model) != nil {
-		return g.done("", errorResponse(http.StatusBadRequest, typeInvalidRequest, "invalid_argument", `"model" must be a string`))
-	}
-	if model == "" {
+	if !found || model == "" {
 		return g.done("", errorResponse(http.StatusNotFound, typeNotFound, CodeModelNotFound,
 			`the request names no "model"; GET /v1/models lists the served models`))
 	}

@@ -538,3 +538,27 @@ func TestTokenArrayPromptRoutesOnTokens(t *testing.T) {
 		t.Fatalf("%d %v", s.status, s.header)
 	}
 }
+
+// downStore answers every call with the store's unavailability (Redis down).
+type downStore struct{ statestore.Store }
+
+func (downStore) Pools(context.Context) ([]statestore.PoolInfo, error) {
+	return nil, fmt.Errorf("%w: connection refused", statestore.ErrUnavailable)
+}
+
+func TestStoreUnavailableIs503WithRetryAfter(t *testing.T) {
+	gw, err := gateway.New(core.New(downStore{statestore.NewMemory()}, core.Options{}), gateway.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, req := range []gateway.Request{post("/v1/completions", `{"model":"m","prompt":"x"}`), {Method: "GET", Path: "/v1/models"}} {
+		s := newSink()
+		gw.Serve(context.Background(), req, s)
+		if s.status != 503 || s.header.Get("Retry-After") == "" {
+			t.Fatalf("%s: %d %v %s", req.Path, s.status, s.header, s.body())
+		}
+		if _, code, _ := openAIErr(t, s.body()); code != "store_unavailable" {
+			t.Fatalf("%s: code %q", req.Path, code)
+		}
+	}
+}

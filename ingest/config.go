@@ -65,6 +65,10 @@ type SubscriberConfig struct {
 	Now func() time.Time
 	// Logger receives connection, gap and restart events. Default slog.Default().
 	Logger *slog.Logger
+	// Capture, if set, is called with every message handed on (live or replayed, in sequence order)
+	// before it is decoded: `kvrouter ingest --capture` writes them to an event log (package eventlog).
+	// It runs on the reader goroutine and must not keep payload. Default nil.
+	Capture func(seq uint64, payload []byte)
 }
 
 // Key is the stream the subscriber feeds.

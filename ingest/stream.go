@@ -217,6 +217,9 @@ func (s *Subscriber) deliver(ctx context.Context, seq uint64, payload []byte, re
 			x.ReplayedMessages++
 		}
 	})
+	if s.cfg.Capture != nil {
+		s.cfg.Capture(seq, payload)
+	}
 	b, err := vllmwire.Decode(payload)
 	if err != nil {
 		s.malformed(err)

@@ -60,8 +60,8 @@ type Config struct {
 	// of `kvrouter ingest --engine`). Meant for the embedded store; with Redis run `kvrouter ingest`.
 	// Default none.
 	Engines []string `yaml:"engine"`
-	// EnginePool is the pool the Engines' workers belong to (created with block_size 16 if missing).
-	// Default "default".
+	// EnginePool is the pool the Engines' workers belong to; it must be a configured pool (Pools, or
+	// the implicit default pool), whose block_size the subscribers use. Default "default".
 	EnginePool string `yaml:"engine_pool"`
 	// RedisTimeout bounds one Redis command's write and reply. Default 0 = the store's default (15 s).
 	RedisTimeout time.Duration `yaml:"redis_timeout"`

@@ -31,6 +31,9 @@ func (s *Server) serveGateway(ctx *fasthttp.RequestCtx) {
 	}
 	if !r.Streaming() {
 		ctx.SetBody(r.Body)
+		// The body is written after the handler returns; done need not wait for it (nor the client for
+		// done's store round trip).
+		go r.Finish()
 		return
 	}
 	// Server.WriteTimeout would bound the whole streamed body (NOTES, fasthttp): a stream gets a write
@@ -42,6 +45,7 @@ func (s *Server) serveGateway(ctx *fasthttp.RequestCtx) {
 	conn := ctx.Conn()
 	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
 		r.Stream(chunkWriter{w: w, conn: conn, idle: idle})
+		go r.Finish() // the stream's end goes out when this returns, without waiting for done
 	})
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/kvrouter/kvrouter/core"
+	"github.com/kvrouter/kvrouter/eventlog"
 	"github.com/kvrouter/kvrouter/ingest"
 	"github.com/kvrouter/kvrouter/server/api"
 	"github.com/kvrouter/kvrouter/statestore"
@@ -50,6 +51,9 @@ type IngestConfig struct {
 	LogOutput io.Writer
 	// OnListening, if set, is called with the bound address.
 	OnListening func(net.Addr)
+	// Capture, if set, receives every engine message as a capture line of an event log (`kvrouter
+	// index` reads it; format in package eventlog). Default nil.
+	Capture io.Writer
 }
 
 const (
@@ -92,6 +96,13 @@ func RunIngest(ctx context.Context, cfg IngestConfig) error {
 	specs, err := ingest.ParseEngines(cfg.Engines, cfg.Pool, cfg.BlockSize, cfg.QueueSize, logger)
 	if err != nil {
 		return fmt.Errorf("invalid configuration: %v", err)
+	}
+	var capture *eventlog.CaptureWriter
+	if cfg.Capture != nil {
+		capture = eventlog.NewCaptureWriter(cfg.Capture)
+		for i := range specs {
+			specs[i].Config.Capture = capture.Hook(specs[i].Config.WorkerID, specs[i].Config.DPRank)
+		}
 	}
 
 	st, err := statestore.Open(cfg.Store, statestore.OpenOptions{RedisTimeout: cfg.RedisTimeout})
@@ -168,6 +179,12 @@ func RunIngest(ctx context.Context, cfg IngestConfig) error {
 	case <-mdone:
 	case <-c.Done():
 		return errors.New("subscribers did not stop within the shutdown timeout")
+	}
+	if capture != nil {
+		logger.Info("capture", "messages", capture.Lines())
+		if cerr := capture.Err(); cerr != nil && err == nil {
+			err = cerr
+		}
 	}
 	logger.Info("stopped")
 	if errors.Is(err, http.ErrServerClosed) {

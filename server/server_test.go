@@ -50,17 +50,38 @@ func newServer(t *testing.T, st statestore.Store, opts Options) (*Server, *api.A
 	return s, a
 }
 
-// TestGracefulShutdown: a request in flight when shutdown starts completes; Serve returns nil.
-func TestGracefulShutdown(t *testing.T) {
-	bs := &blockingStore{Store: statestore.NewMemory(), entered: make(chan struct{}, 1), release: make(chan struct{})}
-	s, _ := newServer(t, bs, DefaultOptions())
+// startServing serves s on a free loopback port: its base URL, the function that starts the shutdown,
+// and Serve's result.
+func startServing(t *testing.T, s *Server) (base string, cancel func(), served <-chan error) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(ctx, ln) }()
+	ch := make(chan error, 1)
+	go func() { ch <- s.Serve(ctx, ln) }()
+	return "http://" + ln.Addr().String(), cancel, ch
+}
+
+// serveLoopback serves s on a free loopback port until the test ends and returns its base URL.
+func serveLoopback(t *testing.T, s *Server) string {
+	t.Helper()
+	base, cancel, served := startServing(t, s)
+	t.Cleanup(func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return base
+}
+
+// TestGracefulShutdown: a request in flight when shutdown starts completes; Serve returns nil.
+func TestGracefulShutdown(t *testing.T) {
+	bs := &blockingStore{Store: statestore.NewMemory(), entered: make(chan struct{}, 1), release: make(chan struct{})}
+	s, _ := newServer(t, bs, DefaultOptions())
+	base, cancel, served := startServing(t, s)
 	type result struct {
 		status int
 		body   string
@@ -68,7 +89,7 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 	res := make(chan result, 1)
 	go func() {
-		resp, err := http.Post("http://"+ln.Addr().String()+"/v1/route", "application/json", strings.NewReader(`{"token_ids":[1,2,3,4]}`))
+		resp, err := http.Post(base+"/v1/route", "application/json", strings.NewReader(`{"token_ids":[1,2,3,4]}`))
 		if err != nil {
 			res <- result{err: err}
 			return
@@ -82,7 +103,7 @@ func TestGracefulShutdown(t *testing.T) {
 	// Shutdown has begun once the listener refuses new connections.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		c, err := net.Dial("tcp", ln.Addr().String())
+		c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
 		if err != nil {
 			break
 		}
@@ -106,15 +127,7 @@ func TestServerBasics(t *testing.T) {
 	opts := DefaultOptions()
 	opts.MaxBodyBytes = 4096
 	s, _ := newServer(t, statestore.NewMemory(), opts)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(ctx, ln) }()
-	defer func() { cancel(); <-served }()
-	base := "http://" + ln.Addr().String()
+	base := serveLoopback(t, s)
 	client := &http.Client{Transport: &http.Transport{ExpectContinueTimeout: 30 * time.Second}}
 	req, _ := http.NewRequest("POST", base+"/v1/route", strings.NewReader(strings.Repeat(" ", 8192)))
 	req.Header.Set("Expect", "100-continue")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -30,7 +31,13 @@ func checkAtomic(t *testing.T, addrs []string, pools []string) {
 	}
 	const G, N = 64, 8
 	var mu sync.Mutex
-	sum := map[string]int64{}
+	sum := map[string]int64{}     // pool/worker → decode blocks; pool# → requests
+	prefill := map[string]int64{} // pool/worker → prefill tokens booked
+	type booking struct {
+		pool, key string // key: pool/worker
+		prefill   int64
+	}
+	leases := map[string]booking{} // request id → what its decision booked
 	var wg sync.WaitGroup
 	errs := make(chan error, G)
 	for g := 0; g < G; g++ {
@@ -40,15 +47,20 @@ func checkAtomic(t *testing.T, addrs []string, pools []string) {
 			defer wg.Done()
 			for i := 0; i < N; i++ {
 				pool := pools[(g+i)%len(pools)]
-				d, err := st.Route(ctx, statestore.RouteRequest{Pool: pool, RequestID: fmt.Sprintf("g%d-%d", g, i),
-					SeqHashes: []uint64{1, 2}, ISL: 8 + int64(g%5), Random: float64(g) / G, NowMs: 1})
+				id, isl := fmt.Sprintf("g%d-%d", g, i), 8+int64(g%5)
+				d, err := st.Route(ctx, statestore.RouteRequest{Pool: pool, RequestID: id,
+					SeqHashes: []uint64{1, 2}, ISL: isl, Random: float64(g) / G, NowMs: 1})
 				if err != nil {
 					errs <- err
 					return
 				}
 				mu.Lock()
-				sum[pool+"/"+d.WorkerID] += d.RequiredBlocks
+				key := pool + "/" + d.WorkerID
+				sum[key] += d.RequiredBlocks
 				sum[pool+"#"]++
+				p := max(isl-int64(d.OverlapBlocks)*4, 0) // SPEC §6.1 (block size 4)
+				prefill[key] += p
+				leases[id] = booking{pool: pool, key: key, prefill: p}
 				mu.Unlock()
 			}
 		}(g)
@@ -75,6 +87,50 @@ func checkAtomic(t *testing.T, addrs []string, pools []string) {
 			t.Fatalf("pool %q: %d active requests, want %d", pool, total, want)
 		}
 	}
+	// Per-request leases: each request's lease releases exactly what its decision booked. Prefill of
+	// every other request first, then the prefill left must be the others' sum; then every request ends
+	// once (found), a second end finds nothing, and every load is back to 0.
+	ids := make([]string, 0, len(leases))
+	for id := range leases {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for i, id := range ids {
+		if i%2 == 1 {
+			continue
+		}
+		b := leases[id]
+		if ok, err := admin.PrefillDone(ctx, b.pool, id, 1); err != nil || !ok {
+			t.Fatalf("prefill_done %s: found=%v err=%v", id, ok, err)
+		}
+		prefill[b.key] -= b.prefill
+	}
+	checkLoads := func(when string, wantPrefill map[string]int64, wantDecode map[string]int64) {
+		t.Helper()
+		for _, pool := range pools {
+			ws, err := admin.Workers(ctx, pool, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range ws {
+				r, key := w.Ranks[0], pool+"/"+w.WorkerID
+				if r.ActivePrefillTokens != wantPrefill[key] || r.ActiveDecodeBlocks != wantDecode[key] {
+					t.Fatalf("%s: pool %q worker %s: prefill %d decode %d, want %d and %d", when, pool, w.WorkerID,
+						r.ActivePrefillTokens, r.ActiveDecodeBlocks, wantPrefill[key], wantDecode[key])
+				}
+			}
+		}
+	}
+	checkLoads("after prefill_done of half the requests", prefill, sum)
+	for _, id := range ids {
+		if ok, err := admin.Done(ctx, leases[id].pool, id, 1); err != nil || !ok {
+			t.Fatalf("done %s: found=%v err=%v", id, ok, err)
+		}
+		if ok, _ := admin.Done(ctx, leases[id].pool, id, 1); ok {
+			t.Fatalf("done %s twice: the second found a lease", id)
+		}
+	}
+	checkLoads("after done of every request", nil, nil)
 
 	// Busy threshold admitting exactly k: one worker, max_num_batched_tokens 100, busy fraction 1,
 	// each request books 30 prefill tokens: admitted while booked <= 100 → 4 succeed (0,30,60,90 → 120).
@@ -141,7 +197,9 @@ func TestRedisCluster(t *testing.T) {
 	if testing.Short() {
 		steps = 600
 	}
-	runDiff(t, d, newGen(42), steps)
+	g := newGen(42)
+	runDiff(t, d, g, steps)
+	t.Logf("coverage: %+v", g.cov)
 }
 
 // slotOf is Redis Cluster's key slot (CRC16/XMODEM of the hash tag or key, mod 16384).

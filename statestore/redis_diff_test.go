@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"sort"
 	"strings"
 	"testing"
 
@@ -34,7 +35,8 @@ func outcome(v any, err error) string {
 	return string(j)
 }
 
-func (d *differ) check(what string, fa func(statestore.Store) (any, error)) {
+// check runs fa on both stores, fails at the first difference and returns the memory store's outcome.
+func (d *differ) check(what string, fa func(statestore.Store) (any, error)) (any, error) {
 	d.t.Helper()
 	va, ea := fa(d.a)
 	vb, eb := fa(d.b)
@@ -57,6 +59,7 @@ func (d *differ) check(what string, fa func(statestore.Store) (any, error)) {
 	if oa != ob {
 		d.t.Fatalf("step %d %s differs:\n memory %s\n redis  %s\nrecent:\n%s", d.step, what, oa, ob, joinLines(d.log))
 	}
+	return va, ea
 }
 
 func joinLines(l []string) string {
@@ -75,18 +78,23 @@ type gen struct {
 	docs    [][]uint64 // local hashes of shared "documents"
 	pools   []string
 	workers []string
-	dp      map[string]int
-	ids     map[string]uint64 // worker/rank → last event id
-	epochs  map[string]int
-	engines map[string][]uint64 // worker/rank → engine hashes ever stored (for parents and removals)
+	poolBS  map[string]int                 // block size of each created pool
+	reg     map[string]map[string]*mWorker // pool → registered worker → mirrored ranks
 	engSeq  uint64
-	reqs    []string
-	nreq    int
+	// evDoc, evStart: the document and block index the last generated Stored event copies.
+	evDoc, evStart int
+	reqs           []string
+	nreq           int
+	cov            diffCoverage
+	batch          batchCounts // the model's counts for the batch being generated
 }
 
+// batchCounts are the generator's predictions for one batch, counted once the batch's result matches.
+type batchCounts struct{ stored, leaf, inner, clears int }
+
 func newGen(seed uint64) *gen {
-	g := &gen{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), bs: 4, dp: map[string]int{},
-		ids: map[string]uint64{}, epochs: map[string]int{}, engines: map[string][]uint64{}}
+	g := &gen{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), bs: 4, poolBS: map[string]int{},
+		reg: map[string]map[string]*mWorker{}}
 	for i := 0; i < 6; i++ {
 		n := 10 + g.r.IntN(120)
 		doc := make([]uint64, n)
@@ -144,28 +152,50 @@ func (g *gen) prompt() []uint64 {
 	return p
 }
 
-func (g *gen) event(w string) statestore.Event {
-	rank := 0
-	if g.dp[w] > 1 {
-		rank = g.r.IntN(g.dp[w] + 1) // sometimes an unknown rank
+// registered returns the pool's registered workers, sorted.
+func (g *gen) registered(pool string) []string {
+	var out []string
+	for w := range g.reg[pool] {
+		out = append(out, w)
 	}
-	key := fmt.Sprintf("%s/%d", w, rank)
+	sort.Strings(out)
+	return out
+}
+
+// event generates one event of worker w in pool and applies it to the generator's model, adding its
+// predicted outcome to pred.
+func (g *gen) event(pool, w string, pred *statestore.ApplyResult) statestore.Event {
+	mw := g.reg[pool][w]
+	dp := 1
+	if mw != nil {
+		dp = len(mw.ranks)
+	}
+	rank := 0
+	if dp > 1 {
+		rank = g.r.IntN(dp + 1) // sometimes an unknown rank
+	}
+	var r *mRank
+	if mw != nil && rank < dp {
+		r = mw.ranks[rank]
+	} else {
+		r = newMRank() // dropped by the stores: a throwaway model
+	}
 	ev := statestore.Event{DPRank: rank}
-	switch x := g.r.IntN(20); {
+	switch x := g.r.IntN(25); {
 	case x == 0: // duplicate
 	case x == 1: // gap
-		g.ids[key] += uint64(2 + g.r.IntN(3))
-	case x == 2: // restart
-		g.epochs[key]++
-		g.ids[key] = 1
+		r.genID += uint64(2 + g.r.IntN(3))
+	case x == 2: // engine restart: a new epoch, ids from 1
+		r.genEpoch++
+		r.genID = 1
 	default:
-		g.ids[key]++
+		r.genID++
 	}
 	if g.r.IntN(15) != 0 {
-		ev.HasEventID, ev.EventID = true, g.ids[key]
+		ev.HasEventID, ev.EventID = true, r.genID
 	}
-	if g.epochs[key] > 0 || g.r.IntN(10) == 0 {
-		ev.Epoch = fmt.Sprintf("e%d", g.epochs[key])
+	if r.genEpoch > 0 || g.r.IntN(10) == 0 {
+		ev.Epoch = fmt.Sprintf("e%d", r.genEpoch)
 	}
 	ev.Tier = statestore.Tier(g.f(0, 0, 0, 1, 2))
 	if g.r.IntN(40) == 0 {
@@ -173,43 +203,148 @@ func (g *gen) event(w string) statestore.Event {
 	} else if g.r.IntN(2) == 0 {
 		ev.BlockSize = g.bs
 	}
-	switch x := g.r.IntN(20); {
-	case x < 13:
+	switch x := g.r.IntN(40); {
+	case x < 22:
 		ev.Kind = statestore.EventStored
-		doc := g.docs[g.r.IntN(len(g.docs))]
-		start := 0
-		engs := g.engines[key]
-		if len(engs) > 0 && g.r.IntN(3) != 0 {
-			ev.HasParent, ev.Parent = true, engs[g.r.IntN(len(engs))]
-			start = 1 + g.r.IntN(len(doc)-1)
-		}
-		if g.r.IntN(25) == 0 {
-			ev.HasParent, ev.Parent = true, 999999 // unknown parent
-		}
-		n := 1 + g.r.IntN(min(40, len(doc)-start))
-		for i := 0; i < n; i++ {
-			g.engSeq++
-			eh := g.engSeq
-			if len(engs) > 0 && g.r.IntN(30) == 0 {
-				eh = engs[g.r.IntN(len(engs))] // engine hash reuse
-			}
-			ev.Blocks = append(ev.Blocks, statestore.StoredBlock{EngineHash: eh, LocalHash: doc[start+i]})
-			g.engines[key] = append(g.engines[key], eh)
-		}
-	case x < 18:
+		g.storedEvent(r, &ev)
+	case x < 38 && (len(r.liveEngines(-1, false)) > 0 || g.r.IntN(8) == 0):
 		ev.Kind = statestore.EventRemoved
-		engs := g.engines[key]
-		for i := 0; i < 1+g.r.IntN(6); i++ {
-			if len(engs) > 0 && g.r.IntN(8) != 0 {
-				ev.Removed = append(ev.Removed, engs[g.r.IntN(len(engs))])
-			} else {
-				ev.Removed = append(ev.Removed, 777777)
+		g.removedEvent(r, &ev)
+	case x >= 38:
+		ev.Kind = statestore.EventCleared
+	default: // nothing held to remove: store instead
+		ev.Kind = statestore.EventStored
+		g.storedEvent(r, &ev)
+	}
+	g.cov.Events++
+	// Predict the outcome (the stores' order: rank, fence, block size, kind).
+	if mw == nil || rank >= dp {
+		pred.UnknownWorker++
+		return ev
+	}
+	if !r.fence(&ev, pred) {
+		return ev
+	}
+	if ev.BlockSize > 0 && ev.BlockSize != g.poolBS[pool] {
+		pred.BlockSizeMismatch++
+		return ev
+	}
+	pred.Applied++
+	switch ev.Kind {
+	case statestore.EventStored:
+		var parent uint64
+		if ev.HasParent {
+			s, ok := r.byEngine[ev.Parent]
+			if !ok {
+				pred.ParentNotFound++
+				pred.Applied--
+				return ev
+			}
+			parent = s
+		}
+		g.batch.stored++
+		// The chain follows document g.evDoc from g.evStart when its parent sits just before that place.
+		doc, pos := g.evDoc, g.evStart
+		if ev.HasParent {
+			if b := r.where[parent]; b.doc != doc || b.pos != pos-1 {
+				doc = -1
+			}
+		} else if pos != 0 {
+			doc = -1
+		}
+		hasParent := ev.HasParent
+		for i, blk := range ev.Blocks {
+			seq := seqOf(parent, hasParent, blk.LocalHash)
+			if r.store(blk.EngineHash, seq, mBlock{parent: parent, hasParent: hasParent, doc: doc, pos: pos + i}, ev.Tier) {
+				pred.StoredBlocks++
+			}
+			parent, hasParent = seq, true
+		}
+	case statestore.EventRemoved:
+		for _, h := range ev.Removed {
+			hit, in := r.remove(h, ev.Tier)
+			switch {
+			case !hit:
+				pred.BlockNotFound++
+			case in:
+				pred.RemovedBlocks++
+				g.batch.inner++
+			default:
+				pred.RemovedBlocks++
+				g.batch.leaf++
 			}
 		}
-	default:
-		ev.Kind = statestore.EventCleared
+	case statestore.EventCleared:
+		g.batch.clears++
+		for _, rr := range mw.ranks {
+			rr.clear()
+		}
 	}
 	return ev
+}
+
+// storedEvent fills a Stored event: mostly a continuation of a held block along its document, some
+// roots, a few continuations off the document and a deliberate minority of unknown parents.
+func (g *gen) storedEvent(r *mRank, ev *statestore.Event) {
+	di := g.r.IntN(len(g.docs))
+	start := 0
+	live := r.liveEngines(-1, false)
+	if len(live) > 0 && g.r.IntN(4) != 0 {
+		eh := live[g.r.IntN(len(live))]
+		ev.HasParent, ev.Parent = true, eh
+		b := r.where[r.byEngine[eh]]
+		if b.doc >= 0 && b.pos+1 < len(g.docs[b.doc]) && g.r.IntN(6) != 0 {
+			di, start = b.doc, b.pos+1
+		} else {
+			start = 1 + g.r.IntN(len(g.docs[di])-1) // off the document: a divergent continuation
+		}
+	}
+	if g.r.IntN(25) == 0 {
+		ev.HasParent, ev.Parent = true, 999999 // unknown parent
+	}
+	g.evDoc, g.evStart = di, start
+	doc := g.docs[di]
+	n := 1 + g.r.IntN(min(24, len(doc)-start))
+	for i := 0; i < n; i++ {
+		g.engSeq++
+		eh := g.engSeq
+		if len(live) > 0 && g.r.IntN(30) == 0 {
+			eh = live[g.r.IntN(len(live))] // engine hash reuse
+		}
+		ev.Blocks = append(ev.Blocks, statestore.StoredBlock{EngineHash: eh, LocalHash: doc[start+i]})
+	}
+}
+
+// removedEvent fills a Removed event: mostly held blocks in the event's tier (leaves and inner blocks),
+// a minority of hashes the rank does not hold (never stored, or held in another tier only).
+func (g *gen) removedEvent(r *mRank, ev *statestore.Event) {
+	var held []statestore.Tier // tiers the rank holds blocks in, device first
+	for _, t := range []statestore.Tier{statestore.TierDevice, statestore.TierHost, statestore.TierDisk} {
+		if len(r.liveEngines(int(t), false)) > 0 {
+			held = append(held, t)
+		}
+	}
+	if len(held) > 0 && g.r.IntN(10) != 0 { // mostly a tier the rank holds blocks in, device most often
+		ev.Tier = held[min(g.r.IntN(len(held)+1), len(held)-1)]
+	}
+	live := r.liveEngines(int(ev.Tier), false)
+	leaves := r.liveEngines(int(ev.Tier), true)
+	picked := map[uint64]bool{} // a hash named twice would miss the second time
+	for i := 0; i < 1+g.r.IntN(4); i++ {
+		var h uint64
+		switch x := g.r.IntN(16); {
+		case x == 0 || len(live) == 0:
+			h = 777777 + uint64(g.r.IntN(3))
+		case x < 8 && len(leaves) > 0:
+			h = leaves[g.r.IntN(len(leaves))]
+		default:
+			h = live[g.r.IntN(len(live))]
+		}
+		if !picked[h] || h >= 777777 && h < 777780 {
+			picked[h] = true
+			ev.Removed = append(ev.Removed, h)
+		}
+	}
 }
 
 func (g *gen) pick(list []string) string { return list[g.r.IntN(len(list))] }
@@ -219,7 +354,7 @@ func runDiff(t *testing.T, d *differ, g *gen, steps int) {
 	for _, p := range g.pools {
 		cfg := g.poolConfig()
 		cfg.BlockSize = g.bs
-		d.check("put_pool", func(s statestore.Store) (any, error) { return nil, s.PutPool(ctx, p, cfg) })
+		g.putPool(d, p, cfg)
 	}
 	for d.step = 0; d.step < steps; d.step++ {
 		pool := g.pick(g.pools)
@@ -228,8 +363,7 @@ func runDiff(t *testing.T, d *differ, g *gen, steps int) {
 		}
 		switch x := g.r.IntN(100); {
 		case x < 3:
-			cfg := g.poolConfig()
-			d.check("put_pool "+pool, func(s statestore.Store) (any, error) { return nil, s.PutPool(ctx, pool, cfg) })
+			g.putPool(d, pool, g.poolConfig())
 		case x < 9:
 			w := g.pick(g.workers)
 			spec := statestore.WorkerSpec{WorkerID: w, URL: "http://" + w, DPSize: int(g.f(0, 1, 1, 2, 3)),
@@ -241,18 +375,42 @@ func runDiff(t *testing.T, d *differ, g *gen, steps int) {
 				tr := true
 				spec.KVEvents = &tr
 			}
-			g.dp[w] = max(spec.DPSize, 1)
-			d.check("put_worker "+w, func(s statestore.Store) (any, error) { return nil, s.PutWorker(ctx, pool, spec, g.now) })
+			if _, err := d.check("put_worker "+w, func(s statestore.Store) (any, error) { return nil, s.PutWorker(ctx, pool, spec, g.now) }); err == nil {
+				mw := g.reg[pool][w]
+				if mw == nil {
+					mw = &mWorker{}
+					g.reg[pool][w] = mw
+				}
+				for len(mw.ranks) < max(spec.DPSize, 1) {
+					mw.ranks = append(mw.ranks, newMRank())
+				}
+				mw.ranks = mw.ranks[:max(spec.DPSize, 1)] // dp_size shrank: the extra ranks are gone
+				g.compareWorkers(d, pool)
+				g.comparePools(d) // the pool's worker count
+			}
 		case x < 10:
 			w := g.pick(g.workers)
-			d.check("remove_worker "+w, func(s statestore.Store) (any, error) { return nil, s.RemoveWorker(ctx, pool, w, g.now) })
+			if _, err := d.check("remove_worker "+w, func(s statestore.Store) (any, error) { return nil, s.RemoveWorker(ctx, pool, w, g.now) }); err == nil {
+				delete(g.reg[pool], w)
+				g.compareWorkers(d, pool)
+				g.comparePools(d)
+			}
 		case x < 40:
 			w := g.pick(g.workers)
-			b := statestore.EventBatch{Pool: pool, WorkerID: w, NowMs: g.now}
-			for i := 0; i < 1+g.r.IntN(5); i++ {
-				b.Events = append(b.Events, g.event(w))
+			if reg := g.registered(pool); len(reg) > 0 && g.r.IntN(12) != 0 {
+				w = g.pick(reg) // mostly registered workers: events of unknown ones are a minority
 			}
-			d.check("apply "+w, func(s statestore.Store) (any, error) { return s.ApplyEvents(ctx, b) })
+			b := statestore.EventBatch{Pool: pool, WorkerID: w, NowMs: g.now}
+			var pred statestore.ApplyResult
+			g.batch = batchCounts{}
+			for i := 0; i < 1+g.r.IntN(5); i++ {
+				b.Events = append(b.Events, g.event(pool, w, &pred))
+			}
+			v, err := d.check("apply "+w, func(s statestore.Store) (any, error) { return s.ApplyEvents(ctx, b) })
+			if err == nil {
+				g.countApply(v.(statestore.ApplyResult), pred)
+				g.compareWorkers(d, pool)
+			}
 		case x < 72:
 			local := g.prompt()
 			req := statestore.RouteRequest{Pool: pool, SeqHashes: g.seqFor(local), NowMs: g.now, Random: g.r.Float64()}
@@ -298,10 +456,28 @@ func runDiff(t *testing.T, d *differ, g *gen, steps int) {
 				req.RequestID = fmt.Sprintf("r%d", g.nreq)
 			}
 			if g.r.IntN(6) == 0 {
-				d.check("explain", func(s statestore.Store) (any, error) { return s.Explain(ctx, req) })
+				v, err := d.check("explain", func(s statestore.Store) (any, error) { return s.Explain(ctx, req) })
+				if err == nil {
+					for _, c := range v.(statestore.Explanation).Candidates {
+						g.cov.SoftHits += b2i(c.PredictedBlocks > 0)
+						g.cov.HostMatched += b2i(c.HostBlocks > 0)
+						g.cov.DiskMatched += b2i(c.DiskBlocks > 0)
+					}
+				}
 			} else {
 				g.reqs = append(g.reqs, req.RequestID)
-				d.check("route", func(s statestore.Store) (any, error) { return s.Route(ctx, req) })
+				v, err := d.check("route", func(s statestore.Store) (any, error) { return s.Route(ctx, req) })
+				if err == nil {
+					dec := v.(statestore.Decision)
+					g.cov.Routes++
+					if dec.OverlapBlocks > 0 {
+						g.cov.RoutesOverlap++
+					}
+					if dec.SessionHit {
+						g.cov.SessionHits++
+					}
+					g.compareWorkers(d, pool)
+				}
 			}
 		case x < 75:
 			// Forward outcomes: mostly failures, so workers cross unhealthy_after, go half-open, get probed
@@ -311,9 +487,11 @@ func runDiff(t *testing.T, d *differ, g *gen, steps int) {
 				w = "ghost"
 			}
 			ok := g.r.IntN(3) == 0
-			d.check(fmt.Sprintf("report_forward %s ok=%v", w, ok), func(s statestore.Store) (any, error) {
+			if _, err := d.check(fmt.Sprintf("report_forward %s ok=%v", w, ok), func(s statestore.Store) (any, error) {
 				return s.ReportForward(ctx, pool, w, ok, g.now)
-			})
+			}); err == nil {
+				g.compareWorkers(d, pool)
+			}
 		case x < 82:
 			seq := g.seqFor(g.prompt())
 			d.check("overlap", func(s statestore.Store) (any, error) { return s.Overlap(ctx, pool, seq, g.now) })
@@ -323,26 +501,85 @@ func runDiff(t *testing.T, d *differ, g *gen, steps int) {
 			if g.r.IntN(3) == 0 {
 				p = ""
 			}
+			var found any
 			switch g.r.IntN(3) {
 			case 0:
-				d.check("prefill_done "+id, func(s statestore.Store) (any, error) { return s.PrefillDone(ctx, p, id, g.now) })
+				found, _ = d.check("prefill_done "+id, func(s statestore.Store) (any, error) { return s.PrefillDone(ctx, p, id, g.now) })
 			case 1:
-				d.check("done "+id, func(s statestore.Store) (any, error) { return s.Done(ctx, p, id, g.now) })
+				found, _ = d.check("done "+id, func(s statestore.Store) (any, error) { return s.Done(ctx, p, id, g.now) })
 			default:
-				d.check("renew "+id, func(s statestore.Store) (any, error) { return s.RenewLease(ctx, p, id, g.now) })
+				found, _ = d.check("renew "+id, func(s statestore.Store) (any, error) { return s.RenewLease(ctx, p, id, g.now) })
+			}
+			if found == true {
+				g.compareWorkers(d, pool)
 			}
 		case x < 95:
 			d.check("workers", func(s statestore.Store) (any, error) { return s.Workers(ctx, pool, g.now) })
 		default:
 			g.now += int64(g.f(0, 1, 100, 700, 1500, 4000, 20000))
+			g.compareWorkers(d, pool) // liveness and lease expiry move with the clock
 		}
 	}
 	d.check("pools", func(s statestore.Store) (any, error) { return s.Pools(ctx) })
 }
 
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// putPool creates or updates a pool on both stores, then compares the pool as both report it.
+func (g *gen) putPool(d *differ, pool string, cfg statestore.PoolConfig) {
+	ctx := context.Background()
+	if _, err := d.check("put_pool "+pool, func(s statestore.Store) (any, error) { return nil, s.PutPool(ctx, pool, cfg) }); err == nil {
+		g.poolBS[pool] = cfg.BlockSize
+		if g.reg[pool] == nil {
+			g.reg[pool] = map[string]*mWorker{}
+		}
+	}
+	d.check("get_pool "+pool, func(s statestore.Store) (any, error) { return s.GetPool(ctx, pool) })
+	g.comparePools(d)
+}
+
+// comparePools compares the pool listing (configs and worker counts).
+func (g *gen) comparePools(d *differ) {
+	d.check("pools", func(s statestore.Store) (any, error) { return s.Pools(context.Background()) })
+}
+
+// compareWorkers compares the pool's workers listing (loads, ranks, fences, health) after a step that
+// may have changed it.
+func (g *gen) compareWorkers(d *differ, pool string) {
+	g.cov.WorkersCompared++
+	d.check("workers "+pool, func(s statestore.Store) (any, error) { return s.Workers(context.Background(), pool, g.now) })
+}
+
+// countApply adds an applied batch to the coverage counters; the generator's own predictions (leaf and
+// inner removals) count only when its model predicted the batch exactly.
+func (g *gen) countApply(got, pred statestore.ApplyResult) {
+	c := &g.cov
+	c.ParentMissing += got.ParentNotFound
+	c.StoredBlocks += got.StoredBlocks
+	c.RemovedHits += got.RemovedBlocks
+	c.RemovedUnknown += got.BlockNotFound
+	c.UnknownWorker += got.UnknownWorker
+	c.Restarts += got.Restarts
+	pred.Gaps = got.Gaps // the model does not track gaps (they change nothing it steers by)
+	if got != pred {
+		c.ModelDisagree++
+		return
+	}
+	c.ModelAgree++
+	c.StoredApplied += g.batch.stored
+	c.RemovedLeaf += g.batch.leaf
+	c.RemovedInner += g.batch.inner
+	c.Clears += g.batch.clears
+}
+
 func TestRedisDifferential(t *testing.T) {
 	srv := sharedRedis(t)
-	steps := 10000
+	steps := 6000
 	seeds := []uint64{1, 2, 3, 4, 5}
 	if testing.Short() {
 		steps, seeds = 1500, seeds[:2]
@@ -350,13 +587,63 @@ func TestRedisDifferential(t *testing.T) {
 	for _, seed := range seeds {
 		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
 			d := &differ{t: t, a: statestore.NewMemory(), b: newRedisStore(t, srv.Addr())}
-			runDiff(t, d, newGen(seed), steps)
+			g := newGen(seed)
+			runDiff(t, d, g, steps)
 			t.Logf("health coverage: %v", d.seen)
+			t.Logf("coverage: %+v", g.cov)
+			assertCoverage(t, g.cov, steps)
 			for _, m := range diffMarkers {
 				if !testing.Short() && d.seen[m] == 0 {
 					t.Errorf("no outcome held %s: the generator no longer reaches that path", m)
 				}
 			}
 		})
+	}
+}
+
+// assertCoverage fails the run when the generator no longer exercises what the differential test is for.
+// Minimums are for 6000 steps (about a third of what seeds 1–5 reach) and scale with the step count;
+// the deliberate minorities (unknown hashes, unknown parents, unknown workers) have upper bounds too.
+func assertCoverage(t *testing.T, c diffCoverage, steps int) {
+	t.Helper()
+	at := func(n int) int { return max(1, n*steps/6000) }
+	atLeast := []struct {
+		name     string
+		got, min int
+	}{
+		{"removed hashes that hit a held block", c.RemovedHits, at(700)},
+		{"leaf removals", c.RemovedLeaf, at(400)},
+		{"inner-block removals", c.RemovedInner, at(200)},
+		{"removals of unknown hashes", c.RemovedUnknown, at(50)},
+		{"stored events applied", c.StoredApplied, at(700)},
+		{"stored events dropped for an unknown parent", c.ParentMissing, at(20)},
+		{"events of unknown workers or ranks", c.UnknownWorker, at(50)},
+		{"restarts (new epoch)", c.Restarts, at(40)},
+		{"clears", c.Clears, at(50)},
+		{"routes with overlap > 0", c.RoutesOverlap, max(at(300), c.Routes/3)},
+		{"session hits", c.SessionHits, at(40)},
+		{"soft-entry (approximate/predicted) matches", c.SoftHits, at(200)},
+		{"host-tier matches", c.HostMatched, at(100)},
+		{"disk-tier matches", c.DiskMatched, at(80)},
+		{"workers listings compared", c.WorkersCompared, at(2000)},
+	}
+	for _, a := range atLeast {
+		if a.got < a.min {
+			t.Errorf("coverage: %s = %d, want >= %d (the generator has degraded)", a.name, a.got, a.min)
+		}
+	}
+	atMost := []struct {
+		name     string
+		got, max int
+	}{
+		{"removals of unknown hashes", c.RemovedUnknown, c.RemovedHits / 3},
+		{"stored events dropped for an unknown parent", c.ParentMissing, c.StoredApplied / 5},
+		{"events of unknown workers or ranks", c.UnknownWorker, c.Events / 5},
+		{"batches the generator's model mispredicted", c.ModelDisagree, c.ModelAgree / 20},
+	}
+	for _, a := range atMost {
+		if a.got > a.max {
+			t.Errorf("coverage: %s = %d, want <= %d (a deliberate minority became common)", a.name, a.got, a.max)
+		}
 	}
 }

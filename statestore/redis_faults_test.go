@@ -3,9 +3,12 @@ package statestore_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/rueidis"
 
 	"github.com/kvrouter/kvrouter/statestore"
 )
@@ -23,8 +26,10 @@ func setupPool(t *testing.T, st statestore.Store, pool string, cfg statestore.Po
 	}
 }
 
-// TestRedisRestartRecovers: Redis restarts (keys and loaded scripts gone); the same store object keeps
-// working once its state is declared again — scripts come back through the EVALSHA→EVAL fallback.
+// TestRedisRestartRecovers: Redis restarts without persistence (keys and loaded scripts gone); the same
+// store object keeps working once its state is declared again — scripts come back through the
+// EVALSHA→EVAL fallback — and nothing of the lost state survives: the lease booked before the restart
+// no longer counts and cannot be ended, only the new decision is booked.
 func TestRedisRestartRecovers(t *testing.T) {
 	srv := sharedRedis(t)
 	st := newRedisStore(t, srv.Addr())
@@ -60,12 +65,31 @@ func TestRedisRestartRecovers(t *testing.T) {
 			t.Fatalf("after restart: %v", err)
 		}
 	}
-	if d.WorkerID != "w0" {
+	if d.WorkerID != "w0" { // a's lease on w0 is gone: both idle, tie → the first candidate
 		t.Fatalf("route after restart chose %q", d.WorkerID)
+	}
+	ws, err := st.Workers(ctx, "default", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{"w0": 1, "w1": 0} // b only
+	for _, w := range ws {
+		r := w.Ranks[0]
+		if r.ActiveRequests != want[w.WorkerID] || r.ActivePrefillTokens != 8*want[w.WorkerID] || r.ActiveDecodeBlocks != 2*want[w.WorkerID] {
+			t.Fatalf("after restart %s holds %+v; want only request b's load (a's lease is lost)", w.WorkerID, r)
+		}
+	}
+	if found, err := st.Done(ctx, "default", "a", 3); err != nil || found {
+		t.Fatalf("done of the pre-restart request: found=%v err=%v, want a lease that no longer exists", found, err)
+	}
+	if found, err := st.Done(ctx, "default", "b", 3); err != nil || !found {
+		t.Fatalf("done of the post-restart request: found=%v err=%v", found, err)
 	}
 }
 
-// TestRedisUnreachable: a stopped Redis gives ErrUnavailable naming the store, without hanging.
+// TestRedisUnreachable: a stopped Redis gives ErrUnavailable naming the store, without hanging: the call
+// returns well before the caller's 30 s deadline (bound 5 s, generous for a refused connection on a
+// loaded machine; a hang would take the whole 30 s).
 func TestRedisUnreachable(t *testing.T) {
 	srv := sharedRedis(t)
 	st := newRedisStore(t, srv.Addr())
@@ -81,7 +105,11 @@ func TestRedisUnreachable(t *testing.T) {
 	if statestore.ErrorCode(err) != "store_unavailable" {
 		t.Fatalf("error code %q", statestore.ErrorCode(err))
 	}
-	t.Logf("failed after %v: %v", time.Since(start), err)
+	took := time.Since(start)
+	t.Logf("failed after %v: %v", took, err)
+	if took >= 5*time.Second {
+		t.Fatalf("route with Redis down took %v (bound 5 s against the 30 s deadline): it hangs", took)
+	}
 }
 
 // TestRedisBadBatchAtomic: a malformed event in the middle of a good batch fails the whole call and
@@ -146,5 +174,67 @@ func TestRedisLeaseExpiresWithoutRouter(t *testing.T) {
 	}
 	if ok, _ := other.Done(ctx, "", "r", 6001); ok {
 		t.Fatal("done found an expired lease")
+	}
+}
+
+// TestRedisIndexDrains: once an engine has evicted every block it stored — leaves and inner blocks, in
+// every tier, in an order that leaves orphans and placeholders on the way — the pool holds no more Redis
+// keys than the same pool before any event: no entry, placeholder or engine link is left behind. (The
+// differential test cannot see such a leak: a leaked placeholder changes no decision, only memory.)
+func TestRedisIndexDrains(t *testing.T) {
+	srv := sharedRedis(t)
+	ctx := context.Background()
+	const prefix = "drain:"
+	st := newRedisStorePrefix(t, prefix, srv.Addr())
+	setupPool(t, st, "default", statestore.DefaultPoolConfig(4), "w0")
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	keys := func() []string {
+		t.Helper()
+		var out []string
+		for cursor := uint64(0); ; {
+			e, err := c.Do(ctx, c.B().Scan().Cursor(cursor).Match(prefix+"*").Count(1000).Build()).AsScanEntry()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, e.Elements...)
+			if cursor = e.Cursor; cursor == 0 {
+				break
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	before := keys()
+	removed := 0
+	for i, ev := range statestore.DrainEvents() {
+		ev.HasEventID, ev.EventID = true, uint64(i+1)
+		res, err := st.ApplyEvents(ctx, statestore.EventBatch{Pool: "default", WorkerID: "w0", Events: []statestore.Event{ev}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		removed += res.RemovedBlocks
+		if i == 2 && len(keys()) <= len(before)+2 {
+			t.Fatalf("the stored blocks wrote only %d keys (%d before): the drain check would be vacuous", len(keys()), len(before))
+		}
+	}
+	if removed != 80 {
+		t.Fatalf("removed %d block tiers, want 80", removed)
+	}
+	if sc, _ := st.Overlap(ctx, "default", []uint64{1}, 0); len(sc) != 0 {
+		t.Fatalf("an emptied worker still matches: %v", sc)
+	}
+	after := keys()
+	var extra []string
+	for _, k := range after {
+		if !slices.Contains(before, k) && !strings.HasSuffix(k, ":fence") && !strings.HasSuffix(k, ":seen") {
+			extra = append(extra, k) // the fence and last-seen keys are written by the first event
+		}
+	}
+	if len(extra) > 0 {
+		t.Fatalf("the drained pool left %d keys behind: %v", len(extra), extra)
 	}
 }

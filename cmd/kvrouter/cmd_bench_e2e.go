@@ -14,9 +14,10 @@ func init() {
 
 func runBenchE2E(ctx context.Context, args []string) error {
 	fs := newFlagSet("bench e2e", "bench e2e --router http://host:port --workers w1=http://…,w2=http://… [flags]")
-	router := fs.String("router", "", "kvrouter serve base URL (for the kv policy)")
+	router := fs.String("router", "", "kvrouter serve base URL (for the kv and gateway policies)")
+	model := fs.String("model", "", "the model name of gateway requests (one of the pool's models)")
 	workersFlag := fs.String("workers", "", "the engines: comma-separated NAME=URL (names as registered in the router)")
-	policies := fs.String("policies", "kv,round-robin", "policies to run, in order (kv, round-robin); mocks are restarted before each one but the first")
+	policies := fs.String("policies", "kv,round-robin", "policies to run, in order (kv: client calls route/prefill_done/done; gateway: the router's OpenAI endpoint; round-robin); mocks are restarted before each one but the first")
 	requests := fs.Int("requests", 400, "requests per policy")
 	conc := fs.Int("concurrency", 8, "requests in flight (closed loop)")
 	groups := fs.Int("groups", 32, "distinct shared prefixes")
@@ -28,7 +29,7 @@ func runBenchE2E(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	o := bench.E2EOptions{Router: *router, Requests: *requests, Concurrency: *conc, Groups: *groups, PrefixTokens: *prefix,
+	o := bench.E2EOptions{Router: *router, Model: *model, Requests: *requests, Concurrency: *conc, Groups: *groups, PrefixTokens: *prefix,
 		SuffixTokens: *suffix, MaxTokens: *maxTokens, Seed: *seed, Restart: *restart}
 	for _, w := range strings.Split(*workersFlag, ",") {
 		n, u, ok := strings.Cut(strings.TrimSpace(w), "=")

@@ -1,15 +1,20 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"time"
 
 	"github.com/kvrouter/kvrouter/internal/bench"
+	"github.com/kvrouter/kvrouter/server"
+	"github.com/kvrouter/kvrouter/simulation/mock"
 )
 
 func init() {
@@ -18,7 +23,7 @@ func init() {
 
 func runBenchGateway(ctx context.Context, args []string) error {
 	fs := newFlagSet("bench gateway", "bench gateway [--url http://gateway [--pool P --model M] | --store memory|redis://… --engines N] [--rate R] [--duration D]\n\n"+
-		"Sends the same token-array completions, at the same fixed rate, to the engines directly and through the gateway,\n"+
+		"Sends the same token-array completions at a fixed rate, alternately to the engines directly and through the gateway,\n"+
 		"non-streaming and streaming, and reports the gateway's added latency (p50/p99, per chunk) and its saturation.\n"+
 		"Without --url it starts mock engines and a gateway in-process (the gateway on --store).")
 	gwURL := fs.String("url", "", "an already running gateway; its pool's workers (GET /v1/workers?pool=) are the direct baseline")
@@ -32,8 +37,8 @@ func runBenchGateway(ctx context.Context, args []string) error {
 	prompts := fs.Int("prompts", 64, "distinct prompts (requests cycle through them)")
 	maxTokens := fs.Int("max-tokens", 8, "output tokens of a non-streaming request")
 	streamTokens := fs.Int("stream-tokens", 32, "output tokens (chunks) of a streaming request")
-	rate := fs.Float64("rate", 0, "fixed request rate, requests/s; 0 = half of the gateway's measured saturation")
-	duration := fs.Duration("duration", 5*time.Second, "length of each fixed-rate run (4 runs: direct and gateway, non-streaming and streaming)")
+	rate := fs.Float64("rate", 0, "fixed request rate, requests/s, direct and gateway requests alternating; 0 = half of the gateway's closed-loop saturation in each mode")
+	duration := fs.Duration("duration", 5*time.Second, "length of each fixed-rate run (2 runs: non-streaming and streaming)")
 	satDuration := fs.Duration("saturation-duration", 3*time.Second, "length of each saturation run")
 	satClients := fs.Int("saturation-clients", 32, "closed-loop clients of the saturation runs")
 	if err := parseFlags(fs, args); err != nil {
@@ -43,12 +48,12 @@ func runBenchGateway(ctx context.Context, args []string) error {
 		MaxTokens: *maxTokens, StreamTokens: *streamTokens, Rate: *rate, Duration: *duration,
 		SaturationDuration: *satDuration, SaturationClients: *satClients}
 	if o.Gateway == "" {
-		f, err := bench.StartGatewayFleet(ctx, *storeURL, *engines, *speedup, *itl)
+		f, err := startGatewayFleet(ctx, *storeURL, *engines, *speedup, *itl)
 		if err != nil {
 			return err
 		}
-		defer f.Stop()
-		o.Gateway, o.Engines, o.Model = f.Gateway, f.Engines, f.Model
+		defer f.stop()
+		o.Gateway, o.Engines, o.Model = f.gateway, f.engines, f.model
 	} else {
 		o.Store = "(external)"
 		urls, err := poolWorkerURLs(ctx, o.Gateway, *pool)
@@ -62,6 +67,77 @@ func runBenchGateway(ctx context.Context, args []string) error {
 		return err
 	}
 	return printJSON(rep)
+}
+
+// gatewayFleet is the in-process fleet of the gateway benchmark: mock engines and a gateway
+// (server.Run, the code of `kvrouter serve`) on loopback ports, the engines registered as the workers of
+// a pool of their own.
+type gatewayFleet struct {
+	gateway string   // the gateway's base URL
+	engines []string // the engines' base URLs
+	model   string
+	stop    func()
+}
+
+// startGatewayFleet starts n mock engines (virtual time speedup×, streamed tokens at least itl apart in
+// wall-clock time) and a gateway over store, with a fresh pool and model name so a shared Redis is never
+// disturbed (the pool is left behind, with its workers).
+func startGatewayFleet(ctx context.Context, store string, n int, speedup float64, itl time.Duration) (*gatewayFleet, error) {
+	if n < 1 {
+		return nil, fmt.Errorf("--engines %d: want >= 1", n)
+	}
+	tag := fmt.Sprintf("gwbench-%d", time.Now().UnixNano())
+	f := &gatewayFleet{model: tag}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	fctx, cancel := context.WithCancel(ctx)
+	var servers []*mock.Server
+	runDone := make(chan error, 1)
+	closeAll := func() {
+		cancel()
+		for _, s := range servers {
+			s.Close()
+		}
+	}
+	for i := 0; i < n; i++ {
+		s, err := mock.Start(fctx, mock.Config{Name: fmt.Sprintf("e%d", i+1), Model: f.model, Speedup: speedup,
+			ITLMs: float64(itl) / float64(time.Millisecond) * speedup, ReplayEndpoint: "none", Seed: uint64(i + 1), Logger: quiet})
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		servers = append(servers, s)
+		f.engines = append(f.engines, s.URL())
+	}
+	cfg := server.DefaultConfig()
+	cfg.Addr, cfg.Store, cfg.LogLevel, cfg.LogOutput = "127.0.0.1:0", store, "error", io.Discard
+	cfg.Pools = map[string]map[string]any{tag: {"block_size": 16, "models": []string{f.model}}}
+	addrc := make(chan net.Addr, 1)
+	cfg.OnListening = func(a net.Addr) { addrc <- a }
+	go func() { runDone <- server.Run(fctx, cfg) }()
+	f.stop = func() { closeAll(); <-runDone }
+	select {
+	case a := <-addrc:
+		f.gateway = "http://" + a.String()
+	case err := <-runDone:
+		closeAll()
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	for i, u := range f.engines {
+		b, _ := json.Marshal(map[string]string{"url": u})
+		req, _ := http.NewRequestWithContext(ctx, "PUT", fmt.Sprintf("%s/v1/workers/e%d?pool=%s", f.gateway, i+1, tag), bytes.NewReader(b))
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				err = fmt.Errorf("status %d", resp.StatusCode)
+			}
+		}
+		if err != nil {
+			f.stop()
+			return nil, fmt.Errorf("register engine e%d: %w", i+1, err)
+		}
+	}
+	return f, nil
 }
 
 // poolWorkerURLs lists the URLs of a pool's workers through the gateway's decision API.

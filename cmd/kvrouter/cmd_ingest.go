@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/kvrouter/kvrouter/server"
@@ -15,7 +16,7 @@ func init() {
 
 // engineFlagHelp documents the value of --engine (serve and ingest).
 const engineFlagHelp = "Repeatable; KVROUTER_ENGINE takes a space-separated list. " +
-	"Value `WORKER=tcp://host:port[,replay=tcp://host:port][,dp=N][,url=http://host:port][,topic=T]`: " +
+	"`SPEC` = WORKER=tcp://host:port[,replay=tcp://host:port][,dp=N][,url=http://host:port][,topic=T]: " +
 	"WORKER is the worker id; replay= the engine's ZMQ replay (ROUTER) socket, used to fill gaps; dp= the data-parallel rank " +
 	"of batches that carry none (default 0); url= the worker's HTTP URL returned by /v1/route; topic= the ZMQ " +
 	"subscription prefix (default empty = every topic, as vLLM publishes)"
@@ -39,6 +40,7 @@ func runIngest(ctx context.Context, args []string) error {
 	queue := fs.Int("queue-size", def.QueueSize, "decoded messages buffered per engine before back-pressure")
 	shutdownTimeout := fs.Duration("shutdown-timeout", def.ShutdownTimeout, "drain time on SIGTERM/SIGINT")
 	logLevel := fs.String("log-level", def.LogLevel, "debug, info, warn or error")
+	capturePath := fs.String("capture", "", "append every engine message to the event log `FILE` (capture lines, read by the index command); empty = off")
 	applyAccess := accessFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -52,6 +54,14 @@ func runIngest(ctx context.Context, args []string) error {
 	cfg.Addr, cfg.Store, cfg.Engines, cfg.Pool, cfg.BlockSize = *addr, *storeURL, engines, *pool, *blockSize
 	cfg.QueueSize, cfg.ShutdownTimeout, cfg.LogLevel = *queue, *shutdownTimeout, *logLevel
 	cfg.RedisTimeout = *redisTimeout
+	if *capturePath != "" {
+		f, err := os.OpenFile(*capturePath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		if err != nil {
+			return fmt.Errorf("--capture: %w", err)
+		}
+		defer f.Close()
+		cfg.Capture = f
+	}
 	applyAccess(&cfg.Access, set)
 	return server.RunIngest(ctx, cfg)
 }

@@ -4,7 +4,7 @@
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$here/../.."
-for fn in lambda-route lambda-explain lambda-requests lambda-events; do
+for fn in lambda-route lambda-explain lambda-requests lambda-events lambda-gateway; do
 	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 go build -tags lambda.norpc -trimpath -ldflags='-s -w' \
 		-o "$here/bin/$fn/bootstrap" "./cmd/$fn"
 	echo "built $here/bin/$fn/bootstrap"

@@ -23,11 +23,15 @@ type Engine struct {
 
 // E2EOptions configure RunE2E.
 type E2EOptions struct {
-	// Router is the `kvrouter serve` base URL (required by the kv policy).
+	// Router is the `kvrouter serve` base URL (required by the kv and gateway policies).
 	Router string
+	// Model is the "model" of gateway requests (a model the pool lists in its models knob).
+	Model string
 	// Workers are the engines (mock engines: POST /admin/restart empties their cache).
 	Workers []Engine
-	// Policies run in order: "kv" (ask the router) or "round-robin".
+	// Policies run in order: "kv" (the client asks POST /v1/route, calls the engine, then prefill_done and
+	// done), "gateway" (the client calls the router's OpenAI endpoint, which routes, forwards and releases
+	// by itself: TTFT includes the routing) or "round-robin" (straight to the engines, in turn).
 	Policies []string
 	// Requests per policy, Concurrency in flight (closed loop), over Groups shared prefixes of
 	// PrefixTokens each, plus SuffixTokens unique tokens; MaxTokens output tokens each.
@@ -112,11 +116,14 @@ func RunE2E(ctx context.Context, o E2EOptions) (E2EReport, error) {
 
 	for pi, policy := range o.Policies {
 		policy = strings.TrimSpace(policy)
-		if policy != "kv" && policy != "round-robin" {
-			return rep, fmt.Errorf("unknown policy %q (kv, round-robin)", policy)
+		if policy != "kv" && policy != "gateway" && policy != "round-robin" {
+			return rep, fmt.Errorf("unknown policy %q (kv, gateway, round-robin)", policy)
 		}
-		if policy == "kv" && o.Router == "" {
-			return rep, fmt.Errorf("the kv policy needs the router URL")
+		if (policy == "kv" || policy == "gateway") && o.Router == "" {
+			return rep, fmt.Errorf("the %s policy needs the router URL", policy)
+		}
+		if policy == "gateway" && o.Model == "" {
+			return rep, fmt.Errorf("the gateway policy needs the model name (a model of the pool's models knob)")
 		}
 		if pi > 0 && o.Restart {
 			for _, w := range o.Workers {
@@ -159,17 +166,26 @@ func RunE2E(ctx context.Context, o E2EOptions) (E2EReport, error) {
 				if url == "" {
 					url = urlOf[name]
 				}
+			} else if policy == "gateway" {
+				url = strings.TrimRight(o.Router, "/")
 			} else {
 				w := o.Workers[i%len(o.Workers)]
 				name, url = w.Name, w.URL
 			}
 			t0 := time.Now()
-			resp, err := post(ctx, url+"/v1/completions", map[string]any{"prompt": p, "max_tokens": o.MaxTokens,
-				"stream": true, "stream_options": map[string]any{"include_usage": true}})
+			body := map[string]any{"prompt": p, "max_tokens": o.MaxTokens,
+				"stream": true, "stream_options": map[string]any{"include_usage": true}}
+			if policy == "gateway" {
+				body["model"] = o.Model
+			}
+			resp, err := post(ctx, url+"/v1/completions", body)
 			if err != nil {
 				return err
 			}
 			defer resp.Body.Close()
+			if policy == "gateway" {
+				name = resp.Header.Get("x-kvrouter-worker")
+			}
 			if resp.StatusCode != 200 {
 				b, _ := io.ReadAll(resp.Body)
 				return fmt.Errorf("%s: completion: %d %s", name, resp.StatusCode, b)

@@ -31,7 +31,8 @@ type GatewayOptions struct {
 	// PromptTokens per request (token-array completions prompts, drawn from Prompts distinct ones),
 	// MaxTokens output tokens for non-streaming requests, StreamTokens for streaming ones.
 	PromptTokens, Prompts, MaxTokens, StreamTokens int
-	// Rate is the fixed request rate, requests/s; 0 = half of the gateway's measured saturation.
+	// Rate is the fixed request rate, requests/s, both sides together (they alternate); 0 = half of the
+	// gateway's measured saturation in each mode.
 	Rate float64
 	// Duration of each fixed-rate run; SaturationDuration of each saturation run with
 	// SaturationClients closed-loop clients.
@@ -78,12 +79,16 @@ type GatewayReport struct {
 	StreamTokens int     `json:"stream_tokens"`
 	Duration     string  `json:"duration_per_run"`
 	RatePerS     float64 `json:"rate_per_s"`
-	// Saturation: closed-loop non-streaming throughput, requests/s, through the gateway and direct.
-	SaturationClients    int         `json:"saturation_clients"`
-	SaturationGatewayRPS float64     `json:"saturation_gateway_rps"`
-	SaturationDirectRPS  float64     `json:"saturation_direct_rps"`
-	NonStreaming         GatewayMode `json:"non_streaming"`
-	Streaming            GatewayMode `json:"streaming"`
+	// Saturation: closed-loop throughput, requests/s, through the gateway and direct, per mode; each
+	// mode's fixed rate is half of its gateway saturation unless Rate is set.
+	SaturationClients          int         `json:"saturation_clients"`
+	SaturationGatewayRPS       float64     `json:"saturation_gateway_rps"`
+	SaturationDirectRPS        float64     `json:"saturation_direct_rps"`
+	SaturationStreamGatewayRPS float64     `json:"saturation_stream_gateway_rps"`
+	SaturationStreamDirectRPS  float64     `json:"saturation_stream_direct_rps"`
+	StreamRatePerS             float64     `json:"stream_rate_per_s"`
+	NonStreaming               GatewayMode `json:"non_streaming"`
+	Streaming                  GatewayMode `json:"streaming"`
 }
 
 func (o GatewayOptions) validate() error {
@@ -197,30 +202,38 @@ func gatewayBodies(o GatewayOptions, stream bool) [][]byte {
 	return out
 }
 
-// fixedRate sends requests at rate per second for d (open loop: a request starts on schedule whether or
-// not earlier ones answered) and returns the samples.
-func fixedRate(ctx context.Context, t *gatewayTarget, bodies [][]byte, stream bool, rate float64, d time.Duration) []sample {
+// fixedRate sends requests at rate per second for d (open loop: request i starts on schedule whether or
+// not earlier ones answered), alternating between the direct and the gateway side, so both sides see the
+// same moments of a shared, noisy machine; each side gets rate/2. It returns each side's samples.
+func fixedRate(ctx context.Context, direct, gw *gatewayTarget, bodies [][]byte, stream bool, rate float64, d time.Duration) (ds, gs []sample) {
 	interval := time.Duration(float64(time.Second) / rate)
-	n := int(d / interval)
-	out := make([]sample, n)
+	n := int(d/interval) / 2 * 2
+	all := make([]sample, n)
 	var wg sync.WaitGroup
 	start := time.Now()
 	for i := 0; i < n && ctx.Err() == nil; i++ {
 		if w := time.Until(start.Add(time.Duration(i) * interval)); w > 0 {
 			time.Sleep(w)
 		}
+		t := direct
+		if i%2 == 1 {
+			t = gw
+		}
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			out[i] = t.do(bodies[i%len(bodies)], stream)
+			all[i] = t.do(bodies[(i/2)%len(bodies)], stream) // pair i/2: the same body on both sides
 		}(i)
 	}
 	wg.Wait()
-	return out
+	for i := 0; i+1 < n; i += 2 {
+		ds, gs = append(ds, all[i]), append(gs, all[i+1])
+	}
+	return ds, gs
 }
 
-// closedLoop runs clients back-to-back non-streaming requests for d and returns requests/s.
-func closedLoop(ctx context.Context, t *gatewayTarget, bodies [][]byte, clients int, d time.Duration) float64 {
+// closedLoop runs clients back-to-back requests for d and returns answered requests/s.
+func closedLoop(ctx context.Context, t *gatewayTarget, bodies [][]byte, stream bool, clients int, d time.Duration) float64 {
 	var okCount atomic.Int64
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -230,7 +243,7 @@ func closedLoop(ctx context.Context, t *gatewayTarget, bodies [][]byte, clients 
 		go func(c int) {
 			defer wg.Done()
 			for i := c; time.Now().Before(deadline) && ctx.Err() == nil; i += clients {
-				if t.do(bodies[i%len(bodies)], false).ok {
+				if t.do(bodies[i%len(bodies)], stream).ok {
 					okCount.Add(1)
 				}
 			}
@@ -273,9 +286,9 @@ func compare(direct, gw GatewayLatency) GatewayMode {
 	return m
 }
 
-// RunGateway measures the gateway's saturation, then its added latency at a fixed rate for
-// non-streaming and streaming completions. Each mode runs direct first, then through the gateway, with
-// a short warm-up of each side before.
+// RunGateway measures the gateway's saturation, then its added latency at a fixed rate, for
+// non-streaming and streaming completions; in each mode's fixed-rate run the direct and gateway requests
+// alternate.
 func RunGateway(ctx context.Context, o GatewayOptions) (GatewayReport, error) {
 	rep := GatewayReport{Benchmark: "gateway", Gateway: o.Gateway, Store: o.Store, Engines: len(o.Engines),
 		PromptTokens: o.PromptTokens, MaxTokens: o.MaxTokens, StreamTokens: o.StreamTokens, Duration: o.Duration.String(),
@@ -289,21 +302,23 @@ func RunGateway(ctx context.Context, o GatewayOptions) (GatewayReport, error) {
 		if s := t.do(plain[0], false); !s.ok {
 			return rep, fmt.Errorf("warm-up request to %v failed", t.urls)
 		}
-		closedLoop(ctx, t, plain, 8, o.SaturationDuration/4)
+		closedLoop(ctx, t, plain, false, 8, o.SaturationDuration/4)
 	}
-	rep.SaturationDirectRPS = closedLoop(ctx, direct, plain, o.SaturationClients, o.SaturationDuration)
-	rep.SaturationGatewayRPS = closedLoop(ctx, gw, plain, o.SaturationClients, o.SaturationDuration)
-	rate := o.Rate
+	rep.SaturationDirectRPS = closedLoop(ctx, direct, plain, false, o.SaturationClients, o.SaturationDuration)
+	rep.SaturationGatewayRPS = closedLoop(ctx, gw, plain, false, o.SaturationClients, o.SaturationDuration)
+	rep.SaturationStreamDirectRPS = closedLoop(ctx, direct, streamed, true, o.SaturationClients, o.SaturationDuration)
+	rep.SaturationStreamGatewayRPS = closedLoop(ctx, gw, streamed, true, o.SaturationClients, o.SaturationDuration)
+	rate, streamRate := o.Rate, o.Rate
 	if rate == 0 {
-		rate = rep.SaturationGatewayRPS / 2
+		rate, streamRate = rep.SaturationGatewayRPS/2, rep.SaturationStreamGatewayRPS/2
 	}
-	if rate <= 0 {
-		return rep, errors.New("the gateway answered nothing during the saturation run")
+	if rate <= 0 || streamRate <= 0 {
+		return rep, errors.New("the gateway answered nothing during the saturation runs")
 	}
-	rep.RatePerS = rate
-	rep.NonStreaming = compare(summarize(fixedRate(ctx, direct, plain, false, rate, o.Duration)),
-		summarize(fixedRate(ctx, gw, plain, false, rate, o.Duration)))
-	rep.Streaming = compare(summarize(fixedRate(ctx, direct, streamed, true, rate, o.Duration)),
-		summarize(fixedRate(ctx, gw, streamed, true, rate, o.Duration)))
+	rep.RatePerS, rep.StreamRatePerS = rate, streamRate
+	ds, gs := fixedRate(ctx, direct, gw, plain, false, rate, o.Duration)
+	rep.NonStreaming = compare(summarize(ds), summarize(gs))
+	ds, gs = fixedRate(ctx, direct, gw, streamed, true, streamRate, o.Duration)
+	rep.Streaming = compare(summarize(ds), summarize(gs))
 	return rep, ctx.Err()
 }

@@ -32,9 +32,9 @@
 // Streaming (SSE) sends one chunk per output token when the engine model samples it: the first at the
 // end of the prefill step (a true TTFT), each next one at the end of the decode step that samples it
 // (~6 ms apart at batch 1 with the default cost model, more in a busy batch, divided by Speedup), then
-// the usage chunk if asked and "data: [DONE]". Config.ITLMs (`kvrouter mock --itl-ms`) sets a least
-// interval between tokens instead (virtual ms): the stream is held back, the engine still computes
-// at its own pace. A non-streamed answer comes whole once its last token is due. When the client goes
+// the usage chunk if asked and "data: [DONE]". Config.ITLMs (`kvrouter mock --itl-ms`) adds a least
+// interval between tokens (virtual ms): a token goes out when the engine has sampled it and its turn
+// has come; the engine still computes at its own pace. A non-streamed answer comes whole once its last token is due. When the client goes
 // away (connection closed, write error) the engine aborts the request and frees its KV blocks, as vLLM
 // does.
 //

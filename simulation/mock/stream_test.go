@@ -1,8 +1,11 @@
 package mock
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -170,4 +173,33 @@ func TestFailMidStreamCutsConnection(t *testing.T) {
 	if f := s.Faults(); f.FailMidStreamNext != 0 {
 		t.Fatalf("fail_mid_stream_next not consumed: %+v", f)
 	}
+}
+
+// TestDisconnectAbortsNonStreamed: a client that leaves while its non-streamed answer is being generated
+// makes the engine drop the request too.
+func TestDisconnectAbortsNonStreamed(t *testing.T) {
+	s := startServer(t, Config{Engine: engine.Options{DecodeMsPerSeq: 3_600_000}})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", s.URL()+"/v1/completions",
+		strings.NewReader(`{"prompt": "one two three four five", "max_tokens": 3}`))
+	errc := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	waitFor(t, "the engine decodes the request", func() string {
+		if b := s.Blocks(); b.Running != 1 || b.Used == 0 {
+			return fmt.Sprintf("running %d used %d", b.Running, b.Used)
+		}
+		return ""
+	})
+	cancel()
+	if err := <-errc; err == nil {
+		t.Fatal("the request completed although its decode step lasts an hour")
+	}
+	waitFor(t, "client disconnect aborts the request", idleEngine(s))
 }
