@@ -155,3 +155,24 @@ func TestIngestAccessControl(t *testing.T) {
 		}
 	}
 }
+
+// TestMetricsAddr (defect 2): --metrics-addr moves /metrics off the main address.
+func TestMetricsAddr(t *testing.T) {
+	logs, logText := logFile(t)
+	cfg := DefaultConfig()
+	cfg.Addr, cfg.LogOutput, cfg.MetricsAddr = "127.0.0.1:0", logs, "127.0.0.1:0"
+	base, stop := startServe(t, cfg)
+	defer stop()
+	_, line, _ := strings.Cut(logText(), "msg=\"metrics listening\" addr=")
+	maddr, _, _ := strings.Cut(line, "\n")
+	maddr = strings.TrimSpace(maddr)
+	if maddr == "" {
+		t.Fatalf("no metrics listener logged:\n%s", logText())
+	}
+	if code, body := httpDo(t, "GET", "http://"+maddr+"/metrics", ""); code != 200 || !strings.Contains(body, "go_goroutines") {
+		t.Fatalf("GET /metrics on the metrics address: %d %.200s", code, body)
+	}
+	if code, _ := httpDo(t, "GET", base+"/metrics", ""); code != 404 {
+		t.Fatalf("GET /metrics on the main address: %d, want 404", code)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -37,7 +38,9 @@ type keeper struct {
 	// (ingestPoolGrace) so that a router, which holds the pool's real knobs (models, tokenizer…),
 	// re-declares it first; routers use 0.
 	grace time.Duration
-	// missingSince: when each pool was first seen missing (only the run goroutine touches it).
+	// mu serialises checks (the run loop and readiness probes); missingSince: when each pool was first
+	// seen missing.
+	mu           sync.Mutex
 	missingSince map[string]time.Time
 	// redeclared counts re-created pools and re-registered workers (label kind: pool, worker).
 	redeclared *prometheus.CounterVec
@@ -75,8 +78,10 @@ func (k *keeper) run(ctx context.Context, interval, timeout time.Duration) {
 }
 
 // check re-creates each missing pool (once missing for the grace period), then registers each missing
-// worker (or one with fewer dp ranks than its engines need) of the pools that exist. Not concurrent.
+// worker (or one with fewer dp ranks than its engines need) of the pools that exist.
 func (k *keeper) check(ctx context.Context) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
 	absent := map[string]bool{}
 	for _, p := range k.pools {
 		_, err := k.st.GetPool(ctx, p.Name)
@@ -125,10 +130,16 @@ func (k *keeper) check(ctx context.Context) error {
 }
 
 // ready is the readiness check: the store answers (not LOADING, not unreachable) and every configured
-// pool exists.
+// pool exists. A router (no grace period) re-declares a missing pool at once here rather than waiting
+// for the next tick, so a probe right after Redis came back sees it ready as soon as it can be.
 func (k *keeper) ready(ctx context.Context) error {
 	if err := k.st.Ping(ctx); err != nil {
 		return err
+	}
+	if k.grace == 0 {
+		if err := k.check(ctx); err != nil {
+			return err
+		}
 	}
 	for _, p := range k.pools {
 		if _, err := k.st.GetPool(ctx, p.Name); err != nil {

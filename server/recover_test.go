@@ -126,8 +126,9 @@ func TestIngestRecoversRedisRestart(t *testing.T) {
 	})
 }
 
-// TestKeeperReadiness (defect 1): readiness is false while a configured pool is missing, and true once
-// a check has re-declared it.
+// TestKeeperReadiness (defect 1): readiness is false while a configured pool is missing and the keeper
+// waits (ingest's grace period); a router's keeper (no grace) re-declares the pool in the probe itself and
+// is ready at once; a stopped Redis is not ready.
 func TestKeeperReadiness(t *testing.T) {
 	srv := testredis.Start(t)
 	st, err := statestore.Open(srv.URL(), statestore.OpenOptions{Fresh: true})
@@ -137,14 +138,16 @@ func TestKeeperReadiness(t *testing.T) {
 	defer st.Close()
 	ctx := context.Background()
 	k := newKeeper(st, []PoolSetup{{Name: "p", Config: statestore.DefaultPoolConfig(16)}}, nil, nil, slog.New(slog.DiscardHandler))
+	k.grace = time.Hour
 	if err := k.ready(ctx); err == nil || !strings.Contains(err.Error(), `"p" is missing`) {
 		t.Fatalf("ready with the pool missing: %v", err)
 	}
-	if err := k.check(ctx); err != nil {
-		t.Fatal(err)
-	}
+	k.grace = 0
 	if err := k.ready(ctx); err != nil {
-		t.Fatalf("ready after check: %v", err)
+		t.Fatalf("a router keeper's probe: %v (want the pool re-declared and ready)", err)
+	}
+	if _, err := st.GetPool(ctx, "p"); err != nil {
+		t.Fatalf("pool after the probe: %v", err)
 	}
 	srv.Stop()
 	if err := k.ready(ctx); err == nil {
