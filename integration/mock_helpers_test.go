@@ -1,17 +1,13 @@
 package integration
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"regexp"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/kvrouter/kvrouter/internal/bench"
+	"github.com/kvrouter/kvrouter/internal/testnet"
 )
 
 // Helpers for tests that run `kvrouter mock` and `kvrouter ingest` as real processes.
@@ -86,50 +82,11 @@ func startIngest(t *testing.T, args ...string) (*proc, string) {
 
 // httpJSON sends a request with a JSON body (nil: none) and decodes a 2xx JSON answer into out.
 func httpJSON(method, url string, body, out any) error {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, url, rd)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := httpClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("%s %s: status %d: %s", method, url, resp.StatusCode, strings.TrimSpace(string(b)))
-	}
-	if out != nil {
-		return json.Unmarshal(b, out)
-	}
-	return nil
+	return testnet.DoJSON(httpClient, method, url, "", body, out)
 }
 
-// waitFor polls cond until it returns "" (true) or the deadline passes; it then fails with cond's last
-// description of what is still wrong.
+// waitFor polls cond every 50 ms until it returns "" or the deadline passes (testnet.WaitFor).
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() string) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		msg := cond()
-		if msg == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached within %v: %s", what, timeout, msg)
-		}
-		time.Sleep(50 * time.Millisecond) // polling interval, not a timing assumption
-	}
+	testnet.WaitFor(t, timeout, 50*time.Millisecond, what, cond)
 }

@@ -20,9 +20,7 @@
 package chaos
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -38,6 +36,8 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/network"
 	"github.com/testcontainers/testcontainers-go/wait"
+
+	"github.com/kvrouter/kvrouter/internal/testnet"
 )
 
 // kvrouterImage is the tag infra/kvrouter-image/build.sh builds for this suite.
@@ -276,55 +276,16 @@ func (n *node) logs() string {
 
 var httpClient = &http.Client{Timeout: 20 * time.Second}
 
-// httpJSON sends a request with a JSON body (nil: none) and decodes a 2xx JSON answer into out.
+// httpJSON sends a request with a JSON body (nil: none) and the suite's admin token, and decodes a 2xx
+// JSON answer into out.
 func httpJSON(method, url string, body, out any) error {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, url, rd)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+authToken)
-	resp, err := httpClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("%s %s: status %d: %s", method, url, resp.StatusCode, strings.TrimSpace(string(b)))
-	}
-	if out != nil {
-		return json.Unmarshal(b, out)
-	}
-	return nil
+	return testnet.DoJSON(httpClient, method, url, authToken, body, out)
 }
 
-// waitFor polls cond until it returns "" or the deadline passes; it then fails with cond's last
-// description of what is still wrong.
+// waitFor polls cond every 100 ms until it returns "" or the deadline passes (testnet.WaitFor).
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() string) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		msg := cond()
-		if msg == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached within %v: %s", what, timeout, msg)
-		}
-		time.Sleep(100 * time.Millisecond) // polling interval, not a timing assumption
-	}
+	testnet.WaitFor(t, timeout, 100*time.Millisecond, what, cond)
 }
 
 // waitReady waits until GET base/readyz answers 200.
