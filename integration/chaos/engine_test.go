@@ -53,6 +53,25 @@ func (f *engineFleet) waitSubscribed(t *testing.T) {
 	})
 }
 
+// waitCaughtUp waits until the ingest has received every message the engine published.
+func (f *engineFleet) waitCaughtUp(t *testing.T) {
+	t.Helper()
+	waitFor(t, convergeTimeout, "ingest caught up with the engine's messages", func() string {
+		st, err := streamStats(t, f.ingURL)
+		if err != nil {
+			return err.Error()
+		}
+		var d mock.BlocksDump
+		if err := httpJSON("GET", f.engURL+"/debug/blocks", nil, &d); err != nil {
+			return err.Error()
+		}
+		if s := st[f.worker]; !s.HasSeq || s.LastSeq+1 < d.Published {
+			return fmt.Sprintf("ingest at seq %d, engine published %d", s.LastSeq, d.Published)
+		}
+		return ""
+	})
+}
+
 func (f *engineFleet) stats(t *testing.T) ingest.Stats {
 	t.Helper()
 	st, err := streamStats(t, f.ingURL)
@@ -111,20 +130,7 @@ func TestChaosEngineCutOff(t *testing.T) {
 			}
 		}
 	}()
-	waitFor(t, convergeTimeout, "ingest caught up with the engine's messages", func() string {
-		st, err := streamStats(t, f.ingURL)
-		if err != nil {
-			return err.Error()
-		}
-		var d mock.BlocksDump
-		if err := httpJSON("GET", f.engURL+"/debug/blocks", nil, &d); err != nil {
-			return err.Error()
-		}
-		if s := st[f.worker]; !s.HasSeq || s.LastSeq+1 < d.Published {
-			return fmt.Sprintf("ingest at seq %d, engine published %d", s.LastSeq, d.Published)
-		}
-		return ""
-	})
+	f.waitCaughtUp(t)
 	close(stop)
 	trickle.Wait()
 	waitConverged(t, convergeTimeout, f.routerURL, f.engURL, f.worker, g.all())
@@ -201,20 +207,7 @@ func TestChaosIngestRestart(t *testing.T) {
 	waitFor(t, time.Minute, "load after the restart", sentAtLeast(g.sent.Load()+20))
 	close(stop)
 	wg.Wait()
-	waitFor(t, convergeTimeout, "ingest caught up with the engine's messages", func() string {
-		st, err := streamStats(t, f.ingURL)
-		if err != nil {
-			return err.Error()
-		}
-		var d mock.BlocksDump
-		if err := httpJSON("GET", f.engURL+"/debug/blocks", nil, &d); err != nil {
-			return err.Error()
-		}
-		if s := st[f.worker]; !s.HasSeq || s.LastSeq+1 < d.Published {
-			return fmt.Sprintf("ingest at seq %d, engine published %d", s.LastSeq, d.Published)
-		}
-		return ""
-	})
+	f.waitCaughtUp(t)
 	waitConverged(t, convergeTimeout, f.routerURL, f.engURL, f.worker, g.all())
 	recovery := time.Since(restarted)
 
