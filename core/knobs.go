@@ -50,20 +50,8 @@ func ParsePoolConfig(base statestore.PoolConfig, raw []byte) (statestore.PoolCon
 	return cfg, nil
 }
 
-// scoringKnobs are the knobs a route request may override for itself.
-var scoringKnobs = map[string]func(*statestore.Overrides, *float64){
-	"overlap_score_credit":         func(o *statestore.Overrides, v *float64) { o.OverlapScoreCredit = v },
-	"host_cache_hit_weight":        func(o *statestore.Overrides, v *float64) { o.HostCacheHitWeight = v },
-	"disk_cache_hit_weight":        func(o *statestore.Overrides, v *float64) { o.DiskCacheHitWeight = v },
-	"prefill_load_scale":           func(o *statestore.Overrides, v *float64) { o.PrefillLoadScale = v },
-	"overlap_score_credit_decay":   func(o *statestore.Overrides, v *float64) { o.OverlapScoreCreditDecay = v },
-	"decode_active_request_weight": func(o *statestore.Overrides, v *float64) { o.DecodeActiveRequestWeight = v },
-	"temperature":                  func(o *statestore.Overrides, v *float64) { o.Temperature = v },
-	"busy_prefill_fraction":        func(o *statestore.Overrides, v *float64) { o.BusyPrefillFraction = v },
-	"busy_decode_fraction":         func(o *statestore.Overrides, v *float64) { o.BusyDecodeFraction = v },
-}
-
-// ParseOverrides decodes a route request's "config" object: only scoring knobs, numbers, valid values.
+// ParseOverrides decodes a route request's "config" object: only the knobs the table marks overridable
+// (statestore.Knobs), numbers, valid values.
 func ParseOverrides(raw map[string]json.RawMessage) (statestore.Overrides, error) {
 	var o statestore.Overrides
 	names := make([]string, 0, len(raw))
@@ -72,22 +60,29 @@ func ParseOverrides(raw map[string]json.RawMessage) (statestore.Overrides, error
 	}
 	sort.Strings(names)
 	for _, k := range names {
-		set, ok := scoringKnobs[k]
-		if !ok {
-			known := make([]string, 0, len(scoringKnobs))
-			for n := range scoringKnobs {
-				known = append(known, n)
-			}
-			sort.Strings(known)
-			return o, fmt.Errorf("%w: config.%s is not a per-request knob (known: %s)", statestore.ErrInvalid, k, strings.Join(known, ", "))
+		knob, ok := statestore.KnobByName(k)
+		if !ok || !knob.Overridable {
+			return o, fmt.Errorf("%w: config.%s is not a per-request knob (known: %s)", statestore.ErrInvalid, k, strings.Join(overridableNames(), ", "))
 		}
 		var v float64
 		if err := json.Unmarshal(raw[k], &v); err != nil {
 			return o, fmt.Errorf("%w: config.%s must be a number", statestore.ErrInvalid, k)
 		}
-		set(&o, &v)
+		knob.SetOverride(&o, v)
 	}
 	return o, o.Validate()
+}
+
+// overridableNames lists the per-request knobs, sorted.
+func overridableNames() []string {
+	var out []string
+	for _, k := range statestore.Knobs() {
+		if k.Overridable {
+			out = append(out, k.Name)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // jsonErr shortens encoding/json errors to something a client can act on.

@@ -2,7 +2,8 @@
 -- so each script is still one self-contained EVALSHA call).
 --
 -- KEYS (the same list for every script; built by statestore.poolKeys, all under the pool's hash tag):
---   1 cfg     HASH   pool knobs (short field names, numbers as %.17g strings)
+--   1 cfg     HASH   pool knobs (knobs_gen.lua's short field names; floats as shortest round-trip strings) and
+--                    'bin': every knob as a big-endian f64, CFG_FIELDS order
 --   2 ro      STRING packed roster: candidates in (worker id bytes, dp rank) order. u32 n, then the n
 --                    slots (u32 each, one column for a single bulk unpack), then n fixed RW-byte records (RREC: slot u32, rid u32, rank u32, max_num_batched_tokens f64,
 --                    total_kv_blocks f64, kv_events i8 (-1/0/1), worker id offset u32, length u32, url
@@ -57,10 +58,8 @@ local function gkey(slot, engine) return K_G .. slot .. ':' .. string.byte(engin
 local function efield(seq) return string.sub(seq, 1, 7) end
 local function gfield(engine) return string.sub(engine, 1, 7) end
 
--- New knobs are appended (ua: unhealthy_after, ubo: unhealthy_backoff_ms); a pool written before them reads 0
--- (health tracking off) until its config is written again.
-local CFG_FIELDS = {'bs', 'osc', 'hw', 'dw', 'pls', 'decay', 'rw', 'temp', 'bpf', 'bdf', 'kve', 'attl', 'pttl', 'sttl', 'lttl', 'wttl', 'mpt',
-  'ua', 'ubo'}
+-- CFG_FIELDS, CFG_OVERRIDES and the filter reasons R_* come from knobs_gen.lua (generated from statestore's
+-- knob table), which precedes this file.
 local CFG_FMT = '>' .. string.rep('d', #CFG_FIELDS)   -- cfg field 'bin': every knob as f64, CFG_FIELDS order
 
 -- cfg_get returns the pool's knobs as numbers, or nil when the pool does not exist.
@@ -78,6 +77,16 @@ local function cfg_get()
   if not v[1] then return nil end
   for i, f in ipairs(CFG_FIELDS) do c[f] = tonumber(v[i]) or 0 end
   return c
+end
+
+-- cfg_override applies a route request's overrides to cfg in place: ARGV[first..] holds one value per
+-- CFG_OVERRIDES knob, in that order ('' = keep the pool's value). Returns the index of the next ARGV.
+local function cfg_override(cfg, first)
+  for j, f in ipairs(CFG_OVERRIDES) do
+    local a = ARGV[first + j - 1]
+    if a ~= '' then cfg[f] = tonumber(a) end
+  end
+  return first + #CFG_OVERRIDES
 end
 
 -- Packed roster (KEYS[2]) and loads (KEYS[5]); see the key list above.

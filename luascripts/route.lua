@@ -6,11 +6,9 @@
 -- ARGV: [1] mode: 'route' | 'explain' (books nothing) | 'query' (overlap scores only, changes nothing)
 --       [2] now, ms  [3] request id  [4] sequence hashes, 8 bytes each, concatenated (D blocks)
 --       [5] isl, tokens  [6] session id ('' none)  [7] pinned worker ('' none)  [8] random r in [0,1)
---       [9..17] overrides, '' = pool value: overlap_score_credit, host_cache_hit_weight,
---               disk_cache_hit_weight, prefill_load_scale, overlap_score_credit_decay,
---               decode_active_request_weight, temperature, busy_prefill_fraction, busy_decode_fraction
---       [18] allowed worker count A, [19..18+A] allowed worker ids,
---       [19+A] excluded worker count X, [20+A..19+A+X] excluded worker ids (this request only).
+--       [9..8+V] overrides, one per knob of CFG_OVERRIDES (knobs_gen.lua, V of them), '' = pool value
+--       [9+V] allowed worker count A, [10+V..9+V+A] allowed worker ids,
+--       [10+V+A] excluded worker count X, [11+V+A..10+V+A+X] excluded worker ids (this request only).
 -- Health (statestore/health.go): with unhealthy_after > 0 the whole hu hash is read once (it holds only the
 -- workers marked unhealthy, so it is empty in a healthy pool); a marked worker in its window or being probed
 -- is filtered 'unhealthy'; booking a half-open worker starts its probe (one HSET).
@@ -206,17 +204,17 @@ if mode == 'query' then
   return out
 end
 
--- Knobs with the request's overrides.
-local function ov(i, v) if ARGV[i] ~= '' then return tonumber(ARGV[i]) end return v end
-local osc, hw, dw, pls = ov(9, cfg.osc), ov(10, cfg.hw), ov(11, cfg.dw), ov(12, cfg.pls)
-local decay_d, rw, temp, bpf, bdf = ov(13, cfg.decay), ov(14, cfg.rw), ov(15, cfg.temp), ov(16, cfg.bpf), ov(17, cfg.bdf)
+-- Knobs with the request's overrides (from here on cfg holds the effective values).
+local nexta = cfg_override(cfg, 9)   -- ARGV index of the allowed worker count
+local osc, hw, dw, pls = cfg.osc, cfg.hw, cfg.dw, cfg.pls
+local decay_d, rw, temp, bpf, bdf = cfg.decay, cfg.rw, cfg.temp, cfg.bpf, cfg.bdf
 local bs = cfg.bs
 local required = math.floor((isl + bs - 1) / bs)
 local allowed = nil
-local na = tonumber(ARGV[18])
+local na = tonumber(ARGV[nexta])
 if na > 0 then
   allowed = {}
-  for i = 1, na do allowed[ARGV[18 + i]] = true end
+  for i = 1, na do allowed[ARGV[nexta + i]] = true end
 end
 local seen = nil
 if cfg.wttl > 0 then
@@ -235,10 +233,10 @@ if not LV then LV = {}; for j = 1, 3 * N do LV[j] = 0 end end
 local MN = (bpf > 0) and rcol(12, 'd', 8) or nil
 local TK = (bdf > 0) and rcol(20, 'd', 8) or nil
 local excluded = nil
-local nx = tonumber(ARGV[19 + na])
+local nx = tonumber(ARGV[nexta + 1 + na])
 if nx > 0 then
   excluded = {}
-  for i = 1, nx do excluded[ARGV[19 + na + i]] = true end
+  for i = 1, nx do excluded[ARGV[nexta + 1 + na + i]] = true end
 end
 -- HB[wid]: marked and skipped (in its back-off window, or probed by another decision); HO[wid] = {until,
 -- backoff}: half-open, the decision that books it takes the probe. nil when empty.
@@ -273,16 +271,16 @@ for i = 1, CREASON and N or 0 do
   local reason = ''
   if widf then
     local wid = rwid(i)
-    if not is_live(wid) then reason = 'not_live'
-    elseif allowed and not allowed[wid] then reason = 'not_allowed'
-    elseif pinned ~= '' and wid ~= pinned then reason = 'not_pinned'
-    elseif excluded and excluded[wid] then reason = 'excluded'
-    elseif HB and HB[wid] then reason = 'unhealthy'
+    if not is_live(wid) then reason = R_NOT_LIVE
+    elseif allowed and not allowed[wid] then reason = R_NOT_ALLOWED
+    elseif pinned ~= '' and wid ~= pinned then reason = R_NOT_PINNED
+    elseif excluded and excluded[wid] then reason = R_EXCLUDED
+    elseif HB and HB[wid] then reason = R_UNHEALTHY
     end
   end
   if reason ~= '' then
-  elseif MN and MN[i] > 0 and p > bpf * MN[i] then reason = 'busy_prefill'
-  elseif TK and TK[i] > 0 and d > bdf * TK[i] then reason = 'busy_decode'
+  elseif MN and MN[i] > 0 and p > bpf * MN[i] then reason = R_BUSY_PREFILL
+  elseif TK and TK[i] > 0 and d > bdf * TK[i] then reason = R_BUSY_DECODE
   end
   if reason ~= '' then
     if not reasons[reason] then reasons[reason] = 0; rorder[#rorder + 1] = reason end

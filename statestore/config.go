@@ -2,7 +2,6 @@ package statestore
 
 import (
 	"fmt"
-	"math"
 	"strings"
 	"unicode/utf8"
 )
@@ -221,135 +220,49 @@ const (
 	MaxBackoffFactor = 8
 )
 
-// DefaultPoolConfig returns the documented defaults for a pool of the given block size.
+// DefaultPoolConfig returns the documented defaults (knobTable) for a pool of the given block size.
 func DefaultPoolConfig(blockSize int) PoolConfig {
-	return PoolConfig{
-		BlockSize:          blockSize,
-		OverlapScoreCredit: 1.0,
-		HostCacheHitWeight: 0.75,
-		DiskCacheHitWeight: 0.25,
-		PrefillLoadScale:   1.0,
-		KVEvents:           true,
-		ApproxTTLMs:        120000,
-		LeaseTTLMs:         300000,
-		MaxPromptTokens:    1048576,
-		UnhealthyAfter:     3,
-		UnhealthyBackoffMs: 10000,
+	var c PoolConfig
+	for _, k := range knobTable {
+		k.Set(&c, k.Default)
 	}
+	c.BlockSize = blockSize
+	return c
 }
 
-func checkKnob(name string, v float64) error {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return fmt.Errorf("%s must be a finite number, got %v", name, v)
-	}
-	if v < 0 {
-		return fmt.Errorf("%s must be >= 0, got %v", name, v)
-	}
-	if v > MaxKnob {
-		return fmt.Errorf("%s is absurdly large (%v > %g)", name, v, MaxKnob)
-	}
-	return nil
-}
-
-func checkTTL(name string, v int64, required bool) error {
-	if v < 0 || v > MaxTTLMs {
-		return fmt.Errorf("%s must be in [0, %d] ms, got %d", name, MaxTTLMs, v)
-	}
-	if required && v == 0 {
-		return fmt.Errorf("%s must be > 0", name)
-	}
-	return nil
-}
-
-// Validate reports the first bad knob, naming it.
+// Validate reports the first bad knob (knobTable order, then the rules between knobs), naming it.
 func (c PoolConfig) Validate() error {
-	if c.BlockSize <= 0 || c.BlockSize > MaxBlockSize {
-		return fmt.Errorf("%w: block_size must be in [1, %d], got %d", ErrInvalid, MaxBlockSize, c.BlockSize)
-	}
-	floats := []struct {
-		name string
-		v    float64
-	}{
-		{"overlap_score_credit", c.OverlapScoreCredit},
-		{"host_cache_hit_weight", c.HostCacheHitWeight},
-		{"disk_cache_hit_weight", c.DiskCacheHitWeight},
-		{"prefill_load_scale", c.PrefillLoadScale},
-		{"overlap_score_credit_decay", c.OverlapScoreCreditDecay},
-		{"decode_active_request_weight", c.DecodeActiveRequestWeight},
-		{"temperature", c.Temperature},
-		{"busy_prefill_fraction", c.BusyPrefillFraction},
-		{"busy_decode_fraction", c.BusyDecodeFraction},
-	}
-	for _, f := range floats {
-		if err := checkKnob(f.name, f.v); err != nil {
-			return fmt.Errorf("%w: %v", ErrInvalid, err)
+	for _, k := range knobTable {
+		if err := k.check(&c); err != nil {
+			return err
 		}
 	}
-	for _, t := range []struct {
-		name     string
-		v        int64
-		required bool
-	}{
-		{"approx_ttl_ms", c.ApproxTTLMs, true},
-		{"predicted_ttl_ms", c.PredictedTTLMs, false},
-		{"session_affinity_ttl_ms", c.SessionAffinityTTLMs, false},
-		{"lease_ttl_ms", c.LeaseTTLMs, true},
-		{"worker_ttl_ms", c.WorkerTTLMs, false},
-		{"unhealthy_backoff_ms", c.UnhealthyBackoffMs, c.UnhealthyAfter > 0},
-	} {
-		if err := checkTTL(t.name, t.v, t.required); err != nil {
-			return fmt.Errorf("%w: %v", ErrInvalid, err)
-		}
-	}
-	if c.UnhealthyAfter < 0 || c.UnhealthyAfter > MaxUnhealthyAfter {
-		return fmt.Errorf("%w: unhealthy_after must be in [0, %d] failures, got %d", ErrInvalid, MaxUnhealthyAfter, c.UnhealthyAfter)
-	}
-	if c.MaxPromptTokens <= 0 || c.MaxPromptTokens > MaxPromptTokensCap {
-		return fmt.Errorf("%w: max_prompt_tokens must be in [1, %d], got %d", ErrInvalid, MaxPromptTokensCap, c.MaxPromptTokens)
+	if c.UnhealthyAfter > 0 && c.UnhealthyBackoffMs == 0 {
+		return fmt.Errorf("%w: unhealthy_backoff_ms must be > 0 while unhealthy_after > 0", ErrInvalid)
 	}
 	return c.validateGateway()
 }
 
 // Apply returns the pool config with the request's overrides applied.
 func (o Overrides) Apply(c PoolConfig) PoolConfig {
-	set := func(dst *float64, v *float64) {
-		if v != nil {
-			*dst = *v
+	if o == (Overrides{}) {
+		return c
+	}
+	for _, k := range overridable {
+		if v := *k.override(&o); v != nil {
+			k.Set(&c, *v)
 		}
 	}
-	set(&c.OverlapScoreCredit, o.OverlapScoreCredit)
-	set(&c.HostCacheHitWeight, o.HostCacheHitWeight)
-	set(&c.DiskCacheHitWeight, o.DiskCacheHitWeight)
-	set(&c.PrefillLoadScale, o.PrefillLoadScale)
-	set(&c.OverlapScoreCreditDecay, o.OverlapScoreCreditDecay)
-	set(&c.DecodeActiveRequestWeight, o.DecodeActiveRequestWeight)
-	set(&c.Temperature, o.Temperature)
-	set(&c.BusyPrefillFraction, o.BusyPrefillFraction)
-	set(&c.BusyDecodeFraction, o.BusyDecodeFraction)
 	return c
 }
 
 // Validate checks every set override like the pool knob it replaces.
 func (o Overrides) Validate() error {
-	for _, f := range []struct {
-		name string
-		v    *float64
-	}{
-		{"overlap_score_credit", o.OverlapScoreCredit},
-		{"host_cache_hit_weight", o.HostCacheHitWeight},
-		{"disk_cache_hit_weight", o.DiskCacheHitWeight},
-		{"prefill_load_scale", o.PrefillLoadScale},
-		{"overlap_score_credit_decay", o.OverlapScoreCreditDecay},
-		{"decode_active_request_weight", o.DecodeActiveRequestWeight},
-		{"temperature", o.Temperature},
-		{"busy_prefill_fraction", o.BusyPrefillFraction},
-		{"busy_decode_fraction", o.BusyDecodeFraction},
-	} {
-		if f.v == nil {
-			continue
-		}
-		if err := checkKnob(f.name, *f.v); err != nil {
-			return fmt.Errorf("%w: config.%v", ErrInvalid, err)
+	for _, k := range overridable {
+		if v := *k.override(&o); v != nil {
+			if err := k.checkFloat("config.", *v); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

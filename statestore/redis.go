@@ -191,17 +191,9 @@ func (r *Redis) PutPool(ctx context.Context, pool string, cfg PoolConfig) error 
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	kve := "0"
-	if cfg.KVEvents {
-		kve = "1"
-	}
-	args := []string{
-		"bs", strconv.Itoa(cfg.BlockSize), "osc", fstr(cfg.OverlapScoreCredit), "hw", fstr(cfg.HostCacheHitWeight),
-		"dw", fstr(cfg.DiskCacheHitWeight), "pls", fstr(cfg.PrefillLoadScale), "decay", fstr(cfg.OverlapScoreCreditDecay),
-		"rw", fstr(cfg.DecodeActiveRequestWeight), "temp", fstr(cfg.Temperature), "bpf", fstr(cfg.BusyPrefillFraction),
-		"bdf", fstr(cfg.BusyDecodeFraction), "kve", kve, "attl", istr(cfg.ApproxTTLMs), "pttl", istr(cfg.PredictedTTLMs),
-		"sttl", istr(cfg.SessionAffinityTTLMs), "lttl", istr(cfg.LeaseTTLMs), "wttl", istr(cfg.WorkerTTLMs),
-		"mpt", istr(cfg.MaxPromptTokens), "ua", istr(cfg.UnhealthyAfter), "ubo", istr(cfg.UnhealthyBackoffMs),
+	args := make([]string, 0, 2*len(knobTable)+8)
+	for _, k := range knobTable { // cfg order, "bs" first (put_pool.lua reads it as ARGV[2])
+		args = append(args, k.Short, k.encode(&cfg))
 	}
 	args = append(args, gatewayFields(cfg)...)
 	if err := r.checkPoolLimit(ctx, pool); err != nil {
@@ -248,20 +240,15 @@ func (r *Redis) GetPool(ctx context.Context, pool string) (PoolConfig, error) {
 	if len(m) == 0 {
 		return PoolConfig{}, unknownPool(pool)
 	}
-	f := func(k string) float64 { v, _ := strconv.ParseFloat(m[k], 64); return v }
-	i := func(k string) int64 { v, _ := strconv.ParseInt(m[k], 10, 64); return v }
-	return PoolConfig{
-		BlockSize: int(i("bs")), OverlapScoreCredit: f("osc"), HostCacheHitWeight: f("hw"), DiskCacheHitWeight: f("dw"),
-		PrefillLoadScale: f("pls"), OverlapScoreCreditDecay: f("decay"), DecodeActiveRequestWeight: f("rw"),
-		Temperature: f("temp"), BusyPrefillFraction: f("bpf"), BusyDecodeFraction: f("bdf"), KVEvents: m["kve"] == "1",
-		ApproxTTLMs: i("attl"), PredictedTTLMs: i("pttl"), SessionAffinityTTLMs: i("sttl"), LeaseTTLMs: i("lttl"),
-		WorkerTTLMs: i("wttl"), MaxPromptTokens: i("mpt"), UnhealthyAfter: i("ua"), UnhealthyBackoffMs: i("ubo"),
-		Models: decodeModels(m["models"]), Tokenizer: m["tok"], ChatTemplate: m["tpl"], Tokenize: m["tokm"],
-	}, nil
+	cfg := PoolConfig{Models: decodeModels(m["models"]), Tokenizer: m["tok"], ChatTemplate: m["tpl"], Tokenize: m["tokm"]}
+	for _, k := range knobTable {
+		k.decode(&cfg, m[k.Short])
+	}
+	return cfg, nil
 }
 
 // gatewayFields are the pool hash's string fields for the gateway settings (never read by Lua: they
-// are not in lib.lua's CFG_FIELDS, so the packed "bin" config is unaffected).
+// are not in the knob table (knobs_gen.lua's CFG_FIELDS), so the packed "bin" config is unaffected).
 func gatewayFields(cfg PoolConfig) []string {
 	models, _ := json.Marshal(cfg.Models)
 	if cfg.Models == nil {

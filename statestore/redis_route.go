@@ -25,14 +25,16 @@ func optF(v *float64) string {
 	return fstr(*v)
 }
 
+// routeArgs builds route.lua's ARGV: 8 fixed values, one override per overridable knob (knob table
+// order, '' = the pool's value), then the allowed and the excluded worker lists, each after its count.
 func routeArgs(mode string, req *RouteRequest) []string {
-	o := &req.Overrides
-	args := make([]string, 0, 19+len(req.AllowedWorkers)+len(req.ExcludedWorkers))
+	args := make([]string, 0, 10+len(overridable)+len(req.AllowedWorkers)+len(req.ExcludedWorkers))
 	args = append(args, mode, istr(req.NowMs), req.RequestID, seqBlob(req.SeqHashes), istr(req.ISL), req.SessionID,
-		req.PinnedWorker, fstr(req.Random),
-		optF(o.OverlapScoreCredit), optF(o.HostCacheHitWeight), optF(o.DiskCacheHitWeight), optF(o.PrefillLoadScale),
-		optF(o.OverlapScoreCreditDecay), optF(o.DecodeActiveRequestWeight), optF(o.Temperature),
-		optF(o.BusyPrefillFraction), optF(o.BusyDecodeFraction), strconv.Itoa(len(req.AllowedWorkers)))
+		req.PinnedWorker, fstr(req.Random))
+	for _, k := range overridable {
+		args = append(args, optF(*k.override(&req.Overrides)))
+	}
+	args = append(args, strconv.Itoa(len(req.AllowedWorkers)))
 	args = append(args, req.AllowedWorkers...)
 	args = append(args, strconv.Itoa(len(req.ExcludedWorkers)))
 	return append(args, req.ExcludedWorkers...)

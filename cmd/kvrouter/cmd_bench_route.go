@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kvrouter/kvrouter/internal/bench"
+	"github.com/kvrouter/kvrouter/luascripts"
 	"github.com/kvrouter/kvrouter/statestore"
 )
 
@@ -29,7 +30,7 @@ func runBenchRoute(ctx context.Context, args []string) error {
 	routes := fs.Int("routes", 0, "decisions per client per run instead of --duration (0 = use --duration)")
 	predTTL := fs.Duration("predicted-ttl", 0, "pool predicted_ttl (predict-on-route: each decision books the prompt's blocks as soft entries); 0 = off")
 	prefix := fs.String("prefix", "", "Redis key prefix to keep the index in between runs (loaded only when its pool is missing); empty = a fresh namespace per run")
-	scripts := fs.String("route-script", "", "comma-separated route-script variants LIB.lua:ROUTE.lua (the script is LIB + ROUTE, as luascripts.Source builds it); each is timed against the same index (Redis only)")
+	scripts := fs.String("route-script", "", "comma-separated route-script variants LIB.lua:ROUTE.lua (the script is the generated knobs_gen.lua + LIB + ROUTE, as luascripts.Source builds it); each is timed against the same index (Redis only)")
 	rounds := fs.Int("rounds", 1, "repeat every run this many times, variants alternated within a round")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -97,5 +98,5 @@ func routeScriptVariant(pair string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("--route-script: %w", err)
 	}
-	return string(lib) + "\n" + string(body), nil // as luascripts.Source joins lib and operation
+	return luascripts.Knobs() + "\n" + string(lib) + "\n" + string(body), nil // as luascripts.Source joins them
 }

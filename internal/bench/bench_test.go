@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kvrouter/kvrouter/internal/testredis"
+	"github.com/kvrouter/kvrouter/luascripts"
 	"github.com/kvrouter/kvrouter/simulation/traces"
 	"github.com/kvrouter/kvrouter/statestore"
 )
@@ -63,7 +64,7 @@ func TestRouteAndIngestDrivers(t *testing.T) {
 	prefix := statestore.FreshPrefix()
 	var variants []RouteVariant
 	for _, name := range []string{"a", "b"} {
-		st, err := statestore.Open(srv.URL(), statestore.OpenOptions{Prefix: prefix, RouteScript: string(lib) + "\n" + string(route)})
+		st, err := statestore.Open(srv.URL(), statestore.OpenOptions{Prefix: prefix, RouteScript: luascripts.Knobs() + "\n" + string(lib) + "\n" + string(route)})
 		if err != nil {
 			t.Fatal(err)
 		}
