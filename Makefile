@@ -65,12 +65,15 @@ test-short:
 bench:
 	$(TEST_ENV) $(GO) test -run '^$$' -bench . -benchtime 1x -count=1 ./...
 
-## lint: gofmt must report nothing, go vet must pass
+## lint: gofmt must report nothing, go vet must pass, luacheck (Debian lua-check; scripts/test-setup.sh
+## --lint installs it) must find nothing in luascripts/*.lua (.luacheckrc: Redis's Lua 5.1 globals)
 lint:
 	@files=$$(find . -name '*.go' -not -path './vendor/*' -not -path '*/testdata/*' -not -path './.git/*' | sort); \
 	unformatted=$$([ -z "$$files" ] || gofmt -l $$files); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed on:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
+	@command -v luacheck >/dev/null || { echo "luacheck missing: run bash scripts/test-setup.sh --lint (Debian package lua-check)"; exit 1; }
+	luacheck --quiet --codes luascripts/
 
 ## demo: the one-command showcase (SPEC §2): builds bin/kvrouter, then runs `kvrouter demo` on the
 ## trace embedded in the binary (writes demo.png)

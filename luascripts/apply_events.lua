@@ -100,7 +100,7 @@ end
 -- {slot u32, children·8 + tiers i32}* ('' = absent); ED[seq] = written. A record is found by a
 -- record-aligned string.find of its 4-byte slot.
 local E, ED = {}, {}
-local sub, byte, char, spack, sunpack = string.sub, string.byte, string.char, struct.pack, struct.unpack
+local sub, byte, spack, sunpack = string.sub, string.byte, struct.pack, struct.unpack
 local band, bor, bnot = bit.band, bit.bor, bit.bnot
 local function eraw(seq)
   local s = E[seq]
@@ -122,9 +122,9 @@ local function rpos(s, key4)
 end
 -- rget: tiers and held children of the record at p; rset: the entry with that record replaced.
 local function rget(s, p)
-  local w = sunpack('>i4', s, p + 4)
-  local t = w % 8
-  return t, (w - t) / 8
+  local word = sunpack('>i4', s, p + 4)
+  local t = word % 8
+  return t, (word - t) / 8
 end
 local function rset(s, p, t, c) return sub(s, 1, p + 3) .. spack('>i4', c * 8 + t) .. sub(s, p + 8) end
 local function rcut(s, p) return sub(s, 1, p - 1) .. sub(s, p + 8) end

@@ -130,7 +130,6 @@ local function bulk_unpack(s, from, n, rec, per, skip, out)
     return out
   end
   local i = 0
-  local stride = nil
   while i < n do
     local k = n - i
     if k > 128 then k = 128 end
@@ -363,7 +362,7 @@ local function reclaim(now, buckets, softn)
       if s then
         local parts = {}
         for off = 1, #s, 12 do
-          local sl, exp = struct.unpack('>I4d', s, off)
+          local sl = struct.unpack('>I4', s, off)
           if sl ~= slot then parts[#parts + 1] = string.sub(s, off, off + 11) end
         end
         if #parts == 0 then redis.call('HDEL', b, seq) else redis.call('HSET', b, seq, table.concat(parts)) end

@@ -278,9 +278,10 @@ for i = 1, CREASON and N or 0 do
     elseif HB and HB[wid] then reason = R_UNHEALTHY
     end
   end
-  if reason ~= '' then
-  elseif MN and MN[i] > 0 and p > bpf * MN[i] then reason = R_BUSY_PREFILL
-  elseif TK and TK[i] > 0 and d > bdf * TK[i] then reason = R_BUSY_DECODE
+  if reason == '' then
+    if MN and MN[i] > 0 and p > bpf * MN[i] then reason = R_BUSY_PREFILL
+    elseif TK and TK[i] > 0 and d > bdf * TK[i] then reason = R_BUSY_DECODE
+    end
   end
   if reason ~= '' then
     if not reasons[reason] then reasons[reason] = 0; rorder[#rorder + 1] = reason end

@@ -43,7 +43,7 @@ type Knob struct {
 	// Help is one line for flags and docs (no default: Describe adds it).
 	Help string
 
-	field    func(*PoolConfig) any       // pointer to the field: *int, *int64, *float64 or *bool
+	field    func(*PoolConfig) any      // pointer to the field: *int, *int64, *float64 or *bool
 	override func(*Overrides) **float64 // the Overrides field (Overridable knobs only)
 }
 
@@ -52,7 +52,7 @@ type Knob struct {
 // knob existed reads 0 for it until its config is written again.
 var knobTable = []Knob{
 	{Name: "block_size", Short: "bs", Kind: KnobInt, Unit: "tokens", Min: 1, Max: MaxBlockSize,
-		Help:  "KV block size of the pool's engines (required; must equal theirs; immutable while workers exist)",
+		Help:  "KV block size of the pool's engines, tokens: required, must equal theirs, immutable while workers exist",
 		field: func(c *PoolConfig) any { return &c.BlockSize }},
 	{Name: "overlap_score_credit", Short: "osc", Kind: KnobFloat, Default: 1, Max: MaxKnob, Overridable: true,
 		ZeroMeans: "pure load balancing", Help: "credit per cached device-tier block in the cost",
@@ -271,23 +271,22 @@ func (k Knob) boundsUnit() string {
 
 // Describe is the knob's help with its default, for flags and docs.
 func (k Knob) Describe() string {
-	d := k.Help
 	switch {
 	case k.Name == "block_size":
-		return d
+		return k.Help
 	case k.Kind == KnobBool:
-		d += fmt.Sprintf(" (default %t)", k.Default != 0)
-	default:
-		d += " (default " + strconv.FormatFloat(k.Default, 'f', -1, 64)
-		if k.Unit != "" {
-			d += " " + k.Unit
-		}
-		if k.ZeroMeans != "" {
-			d += "; 0 = " + k.ZeroMeans
-		}
-		d += ")"
+		return fmt.Sprintf("%s (default %t)", k.Help, k.Default != 0)
+	case k.Default == 0 && k.ZeroMeans != "":
+		return fmt.Sprintf("%s (default 0 = %s)", k.Help, k.ZeroMeans)
 	}
-	return d
+	d := k.Help + " (default " + strconv.FormatFloat(k.Default, 'f', -1, 64)
+	if k.Unit != "" {
+		d += " " + k.Unit
+	}
+	if k.ZeroMeans != "" {
+		d += "; 0 = " + k.ZeroMeans
+	}
+	return d + ")"
 }
 
 // FilterReasons are the filter reasons in the order they are checked (a candidate gets the first that

@@ -26,7 +26,7 @@ func optF(v *float64) string {
 }
 
 // routeArgs builds route.lua's ARGV: 8 fixed values, one override per overridable knob (knob table
-// order, '' = the pool's value), then the allowed and the excluded worker lists, each after its count.
+// order, empty = the pool's value), then the allowed and the excluded worker lists, each after its count.
 func routeArgs(mode string, req *RouteRequest) []string {
 	args := make([]string, 0, 10+len(overridable)+len(req.AllowedWorkers)+len(req.ExcludedWorkers))
 	args = append(args, mode, istr(req.NowMs), req.RequestID, seqBlob(req.SeqHashes), istr(req.ISL), req.SessionID,

@@ -16,32 +16,24 @@ func init() {
 	register(command{name: "serve", summary: "the router: OpenAI-compatible gateway, HTTP decision API, events and worker APIs, /metrics (SPEC §7)", run: runServe})
 }
 
-// poolKnobFlags are the per-pool knobs settable by flag (SPEC §6.4): flag name = knob name with '_' → '-'.
-var poolKnobFlags = []struct {
-	knob, kind, help string
-}{
-	{"block_size", "int", "KV block size in tokens of the pool (must equal the engines'; default 16)"},
-	{"overlap_score_credit", "float", "credit per cached device block (default 1.0; 0 = pure load balancing)"},
-	{"host_cache_hit_weight", "float", "credit per host-tier block (default 0.75)"},
-	{"disk_cache_hit_weight", "float", "credit per disk-tier block (default 0.25)"},
-	{"prefill_load_scale", "float", "weight of the prefill term (default 1.0)"},
-	{"overlap_score_credit_decay", "float", "decay of credit on workers with queued prefill (default 0)"},
-	{"decode_active_request_weight", "float", "cost per active request (default 0)"},
-	{"temperature", "float", "softmax sampling temperature, 0 = take the minimum (default 0)"},
-	{"busy_prefill_fraction", "float", "busy when active prefill tokens > f * max_num_batched_tokens (default 0 = off)"},
-	{"busy_decode_fraction", "float", "busy when active decode blocks > f * total_kv_blocks (default 0 = off)"},
-	{"kv_events", "bool", "workers publish KV events (default true; false = approximate mode)"},
-	{"approx_ttl_ms", "int", "approximate-mode entry TTL, ms (default 120000)"},
-	{"predicted_ttl_ms", "int", "predict-on-route entry TTL, ms (default 0 = off)"},
-	{"session_affinity_ttl_ms", "int", "session binding idle TTL, ms (default 0 = affinity off)"},
-	{"lease_ttl_ms", "int", "request lease TTL, ms (default 300000)"},
-	{"worker_ttl_ms", "int", "worker liveness window, ms (default 0 = live until removed)"},
-	{"max_prompt_tokens", "int", "longest accepted prompt, tokens (default 1048576)"},
-	{"models", "list", "gateway: comma-separated model names the pool serves (a request's \"model\" picks the pool; default none)"},
-	{"tokenize", "string", "gateway: how prompts become token ids: local (the pool's tokenizer), engine (a worker's /tokenize) or none (load-only routing); default local with a tokenizer, else none"},
-	{"unhealthy_after", "int", "failed forwards in a row that mark a worker unhealthy for all routers (default 3; 0 = off)"},
-	{"unhealthy_backoff_ms", "int", "how long an unhealthy worker is skipped before one request probes it, ms (default 10000; doubles per failed probe, up to 8x)"},
-}
+// poolKnobFlags are the per-pool knobs settable by flag (SPEC §6.4): every knob of statestore's knob
+// table, then the gateway settings. Flag name = knob name with '_' → '-'.
+var poolKnobFlags = func() []poolKnobFlag {
+	kinds := map[statestore.KnobKind]string{statestore.KnobInt: "int", statestore.KnobFloat: "float", statestore.KnobBool: "bool"}
+	var out []poolKnobFlag
+	for _, k := range statestore.Knobs() {
+		help := k.Describe()
+		if k.Name == "block_size" {
+			help += fmt.Sprintf(" (default %d)", server.DefaultBlockSize)
+		}
+		out = append(out, poolKnobFlag{k.Name, kinds[k.Kind], help})
+	}
+	return append(out,
+		poolKnobFlag{"models", "list", "gateway: comma-separated model names the pool serves (a request's \"model\" picks the pool; default none)"},
+		poolKnobFlag{"tokenize", "string", "gateway: how prompts become token ids: local (the pool's tokenizer), engine (a worker's /tokenize) or none (load-only routing); default local with a tokenizer, else none"})
+}()
+
+type poolKnobFlag struct{ knob, kind, help string }
 
 func runServe(ctx context.Context, args []string) error {
 	cfg, err := serveConfig(args)
