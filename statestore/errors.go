@@ -36,6 +36,13 @@ const (
 	ReasonBusyDecode  = "busy_decode"
 )
 
+// FilterReasons lists the filter reasons in the order they are checked: the one table both stores and
+// the Lua scripts follow (luascripts/knobs_gen.lua holds them as R_<NAME>, generated from this list by
+// `go generate ./statestore`). A new reason is a constant above and an entry here.
+func FilterReasons() []string {
+	return []string{ReasonNotLive, ReasonNotAllowed, ReasonNotPinned, ReasonExcluded, ReasonUnhealthy, ReasonBusyPrefill, ReasonBusyDecode}
+}
+
 // NoEligibleError says why no candidate was left: the count of candidates per filter reason.
 type NoEligibleError struct {
 	Pool    string

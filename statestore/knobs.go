@@ -288,9 +288,3 @@ func (k Knob) Describe() string {
 	}
 	return d + ")"
 }
-
-// FilterReasons are the filter reasons in the order they are checked (a candidate gets the first that
-// applies); luascripts/knobs_gen.lua holds them as R_<NAME> constants, generated from this list.
-func FilterReasons() []string {
-	return []string{ReasonNotLive, ReasonNotAllowed, ReasonNotPinned, ReasonExcluded, ReasonUnhealthy, ReasonBusyPrefill, ReasonBusyDecode}
-}

@@ -2,7 +2,11 @@ package statestore
 
 import (
 	"context"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"reflect"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -207,5 +211,35 @@ return {pool, eff, tostring(nexta), m, reasons, CFG_OVERRIDES}
 	}
 	if g := strs(5); !reflect.DeepEqual(g, ovr) {
 		t.Errorf("CFG_OVERRIDES %q, Go %q", g, ovr)
+	}
+}
+
+// TestFilterReasonsComplete: every Reason* constant of errors.go is in FilterReasons (so in Lua), once.
+func TestFilterReasonsComplete(t *testing.T) {
+	f, err := parser.ParseFile(token.NewFileSet(), "errors.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var consts []string
+	for _, d := range f.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.CONST {
+			continue
+		}
+		for _, sp := range g.Specs {
+			vs := sp.(*ast.ValueSpec)
+			for i, n := range vs.Names {
+				if strings.HasPrefix(n.Name, "Reason") {
+					v, _ := strconv.Unquote(vs.Values[i].(*ast.BasicLit).Value)
+					consts = append(consts, v)
+				}
+			}
+		}
+	}
+	got := append([]string(nil), FilterReasons()...)
+	sort.Strings(got)
+	sort.Strings(consts)
+	if !reflect.DeepEqual(got, consts) {
+		t.Errorf("FilterReasons %q; Reason constants %q", got, consts)
 	}
 }
