@@ -44,10 +44,40 @@ func ParsePoolConfig(base statestore.PoolConfig, raw []byte) (statestore.PoolCon
 	if err := dec.Decode(&cfg); err != nil {
 		return base, fmt.Errorf("%w: pool config: %v", statestore.ErrInvalid, jsonErr(err))
 	}
+	if err := applyNulls(&cfg, raw); err != nil {
+		return base, err
+	}
 	if err := cfg.Validate(); err != nil {
 		return base, err
 	}
 	return cfg, nil
+}
+
+// applyNulls gives JSON null its meaning, which decoding alone does not (it keeps the base value): "none"
+// (0) for the knobs the table marks Nullable, an error for the other knobs.
+func applyNulls(cfg *statestore.PoolConfig, raw []byte) error {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return nil // not an object: Decode already said so
+	}
+	names := make([]string, 0, len(fields))
+	for name, v := range fields {
+		if string(bytes.TrimSpace(v)) == "null" {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		k, ok := statestore.KnobByName(name)
+		switch {
+		case !ok: // a gateway setting: null is its empty value
+		case !k.Nullable:
+			return fmt.Errorf("%w: pool config: %s cannot be null (it has no \"none\")", statestore.ErrInvalid, name)
+		default:
+			k.Set(cfg, 0)
+		}
+	}
+	return nil
 }
 
 // ParseOverrides decodes a route request's "config" object: only the knobs the table marks overridable

@@ -36,8 +36,10 @@ type Knob struct {
 	Default float64
 	// Min and Max bound the value, inclusive.
 	Min, Max float64
-	// ZeroMeans says what 0 stands for when it is SPEC §6.4's "none" ("" = nothing special).
+	// ZeroMeans says what 0 stands for ("" = nothing special).
 	ZeroMeans string
+	// Nullable: SPEC §6.4's "none" — JSON null sets the knob to 0 (off). Null is refused for the others.
+	Nullable bool
 	// Overridable: a route request may replace the pool's value for itself ("config": {...}).
 	Overridable bool
 	// Help is one line for flags and docs (no default: Describe adds it).
@@ -83,11 +85,11 @@ var knobTable = []Knob{
 		field:    func(c *PoolConfig) any { return &c.Temperature },
 		override: func(o *Overrides) **float64 { return &o.Temperature }},
 	{Name: "busy_prefill_fraction", Short: "bpf", Kind: KnobFloat, Max: MaxKnob, Overridable: true,
-		ZeroMeans: "no filter", Help: "a rank is busy when active prefill tokens > f · max_num_batched_tokens",
+		Nullable: true, ZeroMeans: "no filter", Help: "a rank is busy when active prefill tokens > f · max_num_batched_tokens",
 		field:    func(c *PoolConfig) any { return &c.BusyPrefillFraction },
 		override: func(o *Overrides) **float64 { return &o.BusyPrefillFraction }},
 	{Name: "busy_decode_fraction", Short: "bdf", Kind: KnobFloat, Max: MaxKnob, Overridable: true,
-		ZeroMeans: "no filter", Help: "a rank is busy when active decode blocks > f · total_kv_blocks",
+		Nullable: true, ZeroMeans: "no filter", Help: "a rank is busy when active decode blocks > f · total_kv_blocks",
 		field:    func(c *PoolConfig) any { return &c.BusyDecodeFraction },
 		override: func(o *Overrides) **float64 { return &o.BusyDecodeFraction }},
 	{Name: "kv_events", Short: "kve", Kind: KnobBool, Default: 1, Max: 1,
@@ -97,16 +99,16 @@ var knobTable = []Knob{
 		Help:  "sliding TTL of approximate-mode entries",
 		field: func(c *PoolConfig) any { return &c.ApproxTTLMs }},
 	{Name: "predicted_ttl_ms", Short: "pttl", Kind: KnobInt, Unit: "ms", Max: MaxTTLMs,
-		ZeroMeans: "off", Help: "TTL of predict-on-route entries for event-emitting workers",
+		Nullable: true, ZeroMeans: "off", Help: "TTL of predict-on-route entries for event-emitting workers",
 		field: func(c *PoolConfig) any { return &c.PredictedTTLMs }},
 	{Name: "session_affinity_ttl_ms", Short: "sttl", Kind: KnobInt, Unit: "ms", Max: MaxTTLMs,
-		ZeroMeans: "session affinity off", Help: "idle TTL of session bindings",
+		Nullable: true, ZeroMeans: "session affinity off", Help: "idle TTL of session bindings",
 		field: func(c *PoolConfig) any { return &c.SessionAffinityTTLMs }},
 	{Name: "lease_ttl_ms", Short: "lttl", Kind: KnobInt, Unit: "ms", Default: 300000, Min: 1, Max: MaxTTLMs,
 		Help:  "how long a booked request counts before it is released automatically",
 		field: func(c *PoolConfig) any { return &c.LeaseTTLMs }},
 	{Name: "worker_ttl_ms", Short: "wttl", Kind: KnobInt, Unit: "ms", Max: MaxTTLMs,
-		ZeroMeans: "live until removed", Help: "a worker is live while it re-registers or emits events within this window",
+		Nullable: true, ZeroMeans: "live until removed", Help: "a worker is live while it re-registers or emits events within this window",
 		field: func(c *PoolConfig) any { return &c.WorkerTTLMs }},
 	{Name: "max_prompt_tokens", Short: "mpt", Kind: KnobInt, Unit: "tokens", Default: 1048576, Min: 1, Max: MaxPromptTokensCap,
 		Help:  "longest accepted prompt",

@@ -170,7 +170,11 @@ func renderDocs() string {
 		if k.Overridable {
 			per = "yes"
 		}
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s | %s |\n", k.Name, unitOr(k.Unit, ""), def, bounds, per, k.ZeroMeans, k.Help)
+		zero := k.ZeroMeans
+		if k.Nullable {
+			zero += " (also `null`)"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s | %s |\n", k.Name, unitOr(k.Unit, ""), def, bounds, per, zero, k.Help)
 	}
 	b.WriteString(docsEnd)
 	return b.String()
