@@ -1,7 +1,7 @@
 -- put_pool.lua — create or update a pool's knobs. block_size cannot change while workers are registered.
 --
 -- KEYS: the pool's key list (see lib.lua).
--- ARGV: pairs of (field, value) for every knob of lib.lua's CFG_FIELDS; 'bs' first.
+-- ARGV: pairs of (field, value) for every knob of knobs_gen.lua's CFG_FIELDS (statestore's knob table); 'bs' first.
 -- Reply: {'ok'} | {'conflict', current block size}.
 -- Complexity: O(knobs).
 local old = redis.call('HGET', K_CFG, 'bs')
