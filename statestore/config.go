@@ -7,7 +7,9 @@ import (
 )
 
 // PoolConfig holds a pool's knobs (SPEC §6.4). JSON names are the API's. Zero values of the optional
-// features mean "off"; DefaultPoolConfig gives the documented defaults.
+// features mean "off"; DefaultPoolConfig gives the documented defaults. Every knob field (all but the
+// gateway settings) has its row in knobTable (knobs.go): default, bounds, Redis field, overridability;
+// TestKnobTableCoversConfig fails on a field without one.
 type PoolConfig struct {
 	// BlockSize is the engines' KV block size in tokens. Required (> 0); immutable while workers exist.
 	BlockSize int `json:"block_size"`
