@@ -98,6 +98,7 @@ var collectorMetrics = []struct {
 	{"blocks_total", "Blocks stored or removed in the index, by op.", "op", false},
 	{"messages_total", "ZMQ messages received live.", "", false},
 	{"malformed_messages_total", "Messages whose frames or payload did not decode (dropped).", "", false},
+	{"oversized_messages_total", "Connections closed because the engine declared a ZMQ frame or message beyond the size limit (also counted malformed).", "", false},
 	{"gaps_total", "Live messages that arrived after a missing sequence number.", "", false},
 	{"missed_messages_total", "Messages missing across gaps.", "", false},
 	{"replays_total", "Replay requests sent to the engine's ROUTER socket.", "", false},
@@ -160,6 +161,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		emit("blocks_total", float64(a.RemovedBlocks), "removed")
 		emit("messages_total", float64(st.Messages))
 		emit("malformed_messages_total", float64(st.Malformed))
+		emit("oversized_messages_total", float64(st.Oversized))
 		emit("gaps_total", float64(st.Gaps))
 		emit("missed_messages_total", float64(st.MissedMessages))
 		emit("replays_total", float64(st.Replays))

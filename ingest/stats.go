@@ -18,6 +18,7 @@ type Stats struct {
 	// Messages.
 	Messages  uint64 // messages received live
 	Malformed uint64 // messages whose frames or payload did not decode (dropped; also counted lost)
+	Oversized uint64 // connections closed for a frame or message beyond MaxMessageBytes (also Malformed)
 
 	// Events decoded, by type (Normalize's view; Unknown are dropped).
 	Events NormalizeStats

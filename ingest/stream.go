@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"errors"
 	"math"
 
 	"github.com/zeebo/xxh3"
@@ -168,6 +169,14 @@ func (s *Subscriber) fill(ctx context.Context, next, until uint64, verify bool, 
 			}
 			s.update(func(x *Stats) { x.ReplayFailures++ })
 			s.cfg.Logger.Warn("ingest: replay failed", "stream", s.cfg.Key().String(), "err", err)
+			var tooBig *FrameLimitError
+			if errors.As(err, &tooBig) && next < until {
+				// The answer broke off at the message after the last one taken, seq next (its buffer
+				// is in order): that one can never be read, so skip it and ask for the rest.
+				missing(1)
+				next, epochStart = next+1, false
+				continue
+			}
 			break
 		}
 		if !progress && !checking {

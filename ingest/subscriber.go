@@ -130,14 +130,14 @@ func (s *Subscriber) readLoop(ctx context.Context, q chan<- applyItem) {
 // session connects once and reads until the connection fails or ctx is done. It reports whether any
 // message arrived (a healthy connection resets the backoff).
 func (s *Subscriber) session(ctx context.Context, q chan<- applyItem) (received bool, err error) {
-	sub := zmq4.NewSub(ctx, zmq4.WithDialerMaxRetries(0), zmq4.WithDialerTimeout(s.cfg.DialTimeout),
+	sub := zmq4.NewSub(s.limitCtx(ctx), zmq4.WithDialerMaxRetries(0), zmq4.WithDialerTimeout(s.cfg.DialTimeout),
 		zmq4.WithLogger(s.zlog))
 	defer closeSocket(sub)
 	// Before Dial: zmq4 sends the subscription as soon as the connection is up.
 	if err := sub.SetOption(zmq4.OptionSubscribe, s.cfg.Topic); err != nil {
 		return false, fmt.Errorf("ingest: subscribe: %w", err)
 	}
-	if err := sub.Dial(s.cfg.Endpoint); err != nil {
+	if err := sub.Dial(limitedEndpoint(s.cfg.Endpoint)); err != nil {
 		return false, fmt.Errorf("ingest: connect %s: %w", s.cfg.Endpoint, err)
 	}
 	s.update(func(st *Stats) { st.Connected = true })
@@ -167,6 +167,15 @@ func (s *Subscriber) handleFrames(ctx context.Context, frames [][]byte, q chan<-
 		return nil
 	}
 	return s.handleLive(ctx, binary.BigEndian.Uint64(frames[1]), frames[2], q)
+}
+
+// limitCtx returns ctx carrying the stream's frame limit for the sockets made with it: a peer breaking
+// it is counted here (from zmq4's reader goroutine) and its connection ends.
+func (s *Subscriber) limitCtx(ctx context.Context) context.Context {
+	return withFrameLimit(ctx, frameLimit{maxMessage: uint64(s.cfg.MaxMessageBytes), exceeded: func(err error) {
+		s.update(func(st *Stats) { st.Oversized++ })
+		s.malformed(err)
+	}})
 }
 
 // malformed counts a message that did not decode, logging at powers of two so a bad engine cannot
