@@ -105,7 +105,8 @@ var collectorMetrics = []struct {
 	{"replay_failures_total", "Replay requests that failed.", "", false},
 	{"replayed_messages_total", "Messages recovered by replay and applied.", "", false},
 	{"lost_messages_total", "Messages never applied (not replayable, or malformed).", "", false},
-	{"restarts_total", "Engine restarts detected (sequence went backwards, or replay mismatch).", "", false},
+	{"restarts_total", "Engine restarts detected (sequence went backwards, replay mismatch, or an idle restart probe).", "", false},
+	{"restart_probes_total", "Restart probes sent to the engine's replay socket (after a reconnect, and while idle).", "", false},
 	{"reconnects_total", "Connection attempts after the first.", "", false},
 	{"apply_errors_total", "Failed store calls (each retried).", "", false},
 	{"connected", "1 while the subscriber's PUB connection is up.", "", true},
@@ -169,6 +170,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		emit("replayed_messages_total", float64(st.ReplayedMessages))
 		emit("lost_messages_total", float64(st.LostMessages))
 		emit("restarts_total", float64(st.Restarts))
+		emit("restart_probes_total", float64(st.RestartProbes))
 		emit("reconnects_total", float64(st.Reconnects))
 		emit("apply_errors_total", float64(st.ApplyErrors))
 		emit("connected", b2f(st.Connected))

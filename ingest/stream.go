@@ -30,7 +30,9 @@ func (s *Subscriber) handleLive(ctx context.Context, seq uint64, payload []byte,
 	st := &s.st
 	switch {
 	case !st.has:
-		s.startEpoch("first message", seq)
+		if st.epoch == "" { // else a restart probe opened the epoch and cleared the rank already
+			s.startEpoch("first message", seq)
+		}
 		if err := s.fill(ctx, 0, seq, false, q); err != nil {
 			return err
 		}
