@@ -69,24 +69,24 @@ func withFrameLimit(ctx context.Context, lim frameLimit) context.Context {
 	return context.WithValue(ctx, frameLimitKey{}, lim)
 }
 
-// FrameLimitError is the read error of a connection whose peer declared a frame or message beyond
+// frameLimitError is the read error of a connection whose peer declared a frame or message beyond
 // the limit. It is a net.Error (not a timeout), so zmq4 marks the connection closed.
-type FrameLimitError struct {
+type frameLimitError struct {
 	Declared uint64 // bytes the frame header declared
 	Frames   int    // frames of the message so far, including this one
 	Limit    uint64 // the message bound, bytes
 }
 
-func (e *FrameLimitError) Error() string {
+func (e *frameLimitError) Error() string {
 	if e.Frames > maxFramesPerMessage {
 		return fmt.Sprintf("ingest: ZMQ message has more than %d frames", maxFramesPerMessage)
 	}
 	return fmt.Sprintf("ingest: ZMQ frame declares %d bytes, beyond the %d-byte message limit", e.Declared, e.Limit)
 }
 
-// Timeout and Temporary make FrameLimitError a permanent net.Error.
-func (e *FrameLimitError) Timeout() bool   { return false }
-func (e *FrameLimitError) Temporary() bool { return false }
+// Timeout and Temporary make frameLimitError a permanent net.Error.
+func (e *frameLimitError) Timeout() bool   { return false }
+func (e *frameLimitError) Temporary() bool { return false }
 
 // limitedTransport dials like zmq4's net transport and wraps the connection.
 type limitedTransport struct{ inner transport.Transport }
@@ -168,7 +168,7 @@ func (c *frameLimitConn) scan(b []byte) (int, error) {
 				}
 				c.frames++
 				if c.frames > maxFramesPerMessage {
-					return i, &FrameLimitError{Frames: c.frames, Limit: c.lim.maxMessage}
+					return i, &frameLimitError{Frames: c.frames, Limit: c.lim.maxMessage}
 				}
 			}
 			if len(c.hdr) == c.hdrLen {
@@ -178,7 +178,7 @@ func (c *frameLimitConn) scan(b []byte) (int, error) {
 				}
 				c.msgBytes += uint64(c.hdrLen)
 				if size > c.lim.maxMessage || c.msgBytes+size > c.lim.maxMessage {
-					return i, &FrameLimitError{Declared: size, Frames: c.frames, Limit: c.lim.maxMessage}
+					return i, &frameLimitError{Declared: size, Frames: c.frames, Limit: c.lim.maxMessage}
 				}
 				c.msgBytes += size
 				c.hdr, c.body = c.hdr[:0], size

@@ -225,7 +225,7 @@ func TestFrameLimitScanSplitReads(t *testing.T) {
 			n, err = c.scan(stream[off:min(off+chunk, len(stream))])
 			passed += n
 		}
-		var fl *FrameLimitError
+		var fl *frameLimitError
 		if !errors.As(err, &fl) || fl.Declared != 1<<62 {
 			t.Fatalf("chunk %d: err %v", chunk, err)
 		}
@@ -258,4 +258,36 @@ func TestDefaultMessageLimitAboveRealBatches(t *testing.T) {
 			}
 		}
 	}
+}
+
+// FuzzFrameLimitScan: for any byte stream and any way of splitting it into reads, the scanner stops at
+// the same byte with the same verdict as one scan of the whole stream (the framing state survives read
+// boundaries), and never reports more bytes passed than it was given.
+func FuzzFrameLimitScan(f *testing.F) {
+	wire := zmtpHandshake()
+	wire = append(wire, zmtpFrame(0x01, []byte("topic"))...)
+	wire = append(wire, zmtpFrame(0x00, bytes.Repeat([]byte{7}, 300))...)
+	f.Add(wire, uint16(1000), uint8(3))
+	f.Add(append(slices.Clone(wire), binary.BigEndian.AppendUint64([]byte{0x02}, 1<<62)...), uint16(1000), uint8(1))
+	f.Add(append(slices.Clone(wire), bytes.Repeat([]byte{0x01, 0x00}, 20)...), uint16(4096), uint8(64))
+	f.Fuzz(func(t *testing.T, stream []byte, limit uint16, chunk uint8) {
+		whole := &frameLimitConn{lim: frameLimit{maxMessage: uint64(limit)}, greeting: zmtpGreetingLen}
+		wantN, wantErr := whole.scan(stream)
+		c := &frameLimitConn{lim: frameLimit{maxMessage: uint64(limit)}, greeting: zmtpGreetingLen}
+		step := max(int(chunk), 1)
+		passed := 0
+		var err error
+		for off := 0; off < len(stream) && err == nil; off += step {
+			part := stream[off:min(off+step, len(stream))]
+			var n int
+			n, err = c.scan(part)
+			if n > len(part) {
+				t.Fatalf("scan passed %d of %d bytes", n, len(part))
+			}
+			passed += n
+		}
+		if passed != wantN || (err == nil) != (wantErr == nil) {
+			t.Fatalf("chunks of %d: passed %d err %v; whole stream: %d %v", step, passed, err, wantN, wantErr)
+		}
+	})
 }

@@ -171,7 +171,7 @@ func (s *Subscriber) fill(ctx context.Context, next, until uint64, verify bool, 
 			}
 			s.update(func(x *Stats) { x.ReplayFailures++ })
 			s.cfg.Logger.Warn("ingest: replay failed", "stream", s.cfg.Key().String(), "err", err)
-			var tooBig *FrameLimitError
+			var tooBig *frameLimitError
 			if errors.As(err, &tooBig) && next < until {
 				// The answer broke off at the message after the last one taken, seq next (its buffer
 				// is in order): that one can never be read, so skip it and ask for the rest.
