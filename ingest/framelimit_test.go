@@ -291,3 +291,23 @@ func FuzzFrameLimitScan(f *testing.F) {
 		}
 	})
 }
+
+// TestFrameLimitIPC: ipc:// endpoints go through the limited transport too, and still work.
+func TestFrameLimitIPC(t *testing.T) {
+	dir := t.TempDir()
+	pub := startPublisher(t, "ipc://"+dir+"/pub", "ipc://"+dir+"/replay", 0)
+	cfg := testConfig(nil)
+	cfg.Endpoint, cfg.ReplayEndpoint = "ipc://"+dir+"/pub", "ipc://"+dir+"/replay"
+	if got := limitedEndpoint(cfg.Endpoint); got != "kvrouter-ipc://"+dir+"/pub" {
+		t.Fatalf("limitedEndpoint = %q", got)
+	}
+	sink := &recordingSink{}
+	sub, _ := runSubscriber(t, cfg, sink)
+	pub.waitSubscribed()
+	pub.lose(0) // replayed: the replay socket works over ipc as well
+	pub.publish(1)
+	eventually(t, waitLong, "2 events", func() bool { return sink.count() == 2 })
+	if st := sub.Stats(); st.ReplayedMessages != 1 || st.Malformed != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
