@@ -291,7 +291,12 @@ func (r *reader) field(ev *Event, name string) error {
 			ev.Medium, err = r.readString()
 		}
 	case "lora_name":
-		if !r.readNil() {
+		switch {
+		case r.isMap():
+			// SGLang's BlockStoredWithMetadata puts its metadata struct ({"cache_salt": …}) in this
+			// slot; the salt is not part of kvrouter's block identity, so it is skipped.
+			err = r.skip(3)
+		case !r.readNil():
 			ev.LoRAName, err = r.readString()
 		}
 	default: // extra_keys and anything newer: skipped unread

@@ -19,7 +19,12 @@ import (
 //   - PR #18205 (merged 2026-02) and PR #22894 (merged 2026-04): BlockStored and BlockRemoved gain a
 //     trailing medium: Optional[str] = None — "GPU", "CPU_TIER1"/"CPU_TIER2" at first, then the
 //     StorageMedium values "GPU", "CPU_PINNED", "DISK", "EXTERNAL". With a default, a None medium is
-//     omitted (the array is one shorter), unlike vLLM where medium has no default and is written nil.
+//     omitted (the array is one shorter), unlike vLLM where medium has no default and is written nil;
+//   - later SGLang (the version with /server_info endpoint discovery): the structs drop
+//     omit_defaults (a None medium is written nil again), and a salted request's block is sent as
+//     BlockStoredWithMetadata — BlockStored's slots plus a kw_only metadata struct, a msgpack map
+//     {"cache_salt": str} in slot 7, where vLLM has lora_name. Decoded as no LoRA name; the salt is
+//     not part of kvrouter's block identity (docs/API.md "kvrouter ingest").
 //
 // The framing is vLLM's exactly: [topic, seq u64 BE, payload], topic "" by default, the same ROUTER
 // replay protocol and END_SEQ, and the same dp-rank port offset (offset_endpoint_port: tcp port + rank,
@@ -86,6 +91,41 @@ cb 41 d9 54 fc 40 e0 00 00      | ts
 93 ac "BlockRemoved" 91 01 a9 "CPU_TIER2"                        | medium: PR #18205's L3 name
 00                              | attn_dp_rank: 0
 `,
+	// Later SGLang: no omit_defaults, so medium=None is written nil; a salted block carries the metadata
+	// map in slot 7.
+	"sglang_metadata": `
+93                              | EventBatch: [ts, events, attn_dp_rank]
+cb 41 d9 54 fc 40 e0 00 00      | ts
+92                              | events: fixarray(2)
+97                              | BlockStored: tag + 6 fields
+ab "BlockStored" 91 01 c0 94 01 02 03 04 04 c0
+c0                              | medium: None, written (no omit_defaults)
+98                              | BlockStoredWithMetadata: tag + 6 fields + metadata
+ab "BlockStored" 91 02 01 94 05 06 07 08 04 c0
+a3 "GPU"                        | medium
+81 aa "cache_salt" a6 "tenant" | metadata: BlockStoredMetadata{cache_salt: "tenant"} (a map)
+00                              | attn_dp_rank: 0
+`,
+	// Events as tagged maps inside the positional batch, with SGLang's extra optional keys: the layout a
+	// KVCacheEvent docstring of a later SGLang describes ("tagged msgpack maps … EventBatch stays a
+	// positional array [ts, events, attn_dp_rank]"), seen quoted in a third-party analysis, not in an
+	// SGLang commit read here. Unknown keys (cache_salt, session_id) are skipped.
+	"sglang_map_events": `
+93                              | EventBatch: [ts, events, attn_dp_rank]
+cb 41 d9 54 fc 40 e0 00 00      | ts
+92                              | events: fixarray(2)
+88                              | BlockStored: fixmap(8), lora_id=None omitted
+a4 "type" ab "BlockStored"
+ac "block_hashes" 91 d0 85
+b1 "parent_block_hash" c0
+a9 "token_ids" 94 01 02 03 04
+aa "block_size" 04
+a6 "medium" a3 "GPU"
+aa "cache_salt" a1 "x"
+aa "session_id" a1 "s"
+83 a4 "type" ac "BlockRemoved" ac "block_hashes" 91 d0 85 a6 "medium" a3 "GPU"
+03                              | attn_dp_rank: 3
+`,
 	// A map-form batch keyed by SGLang's field name (SGLang itself only sends arrays; accepted so the
 	// rank is not lost if a relay re-encodes its structs as maps).
 	"sglang_map_attn_dp_rank": `
@@ -116,6 +156,14 @@ var sglangEquivalents = map[string]Batch{
 		{Kind: KindStored, BlockHashes: []uint64{1}, TokenIDs: []uint32{1, 2, 3, 4}, BlockSize: 4, Medium: "EXTERNAL"},
 		{Kind: KindStored, BlockHashes: []uint64{2}, Parent: 1, HasParent: true, TokenIDs: []uint32{5, 6, 7, 8}, BlockSize: 4, Medium: "CPU_TIER1"},
 		{Kind: KindRemoved, BlockHashes: []uint64{1}, Medium: "CPU_TIER2"},
+	}},
+	"sglang_metadata": {TS: 1700000003.5, HasDPRank: true, Events: []Event{
+		{Kind: KindStored, BlockHashes: []uint64{1}, TokenIDs: []uint32{1, 2, 3, 4}, BlockSize: 4},
+		{Kind: KindStored, BlockHashes: []uint64{2}, Parent: 1, HasParent: true, TokenIDs: []uint32{5, 6, 7, 8}, BlockSize: 4, Medium: "GPU"},
+	}},
+	"sglang_map_events": {TS: 1700000003.5, DPRank: 3, HasDPRank: true, Events: []Event{
+		{Kind: KindStored, BlockHashes: []uint64{0xffffffffffffff85}, TokenIDs: []uint32{1, 2, 3, 4}, BlockSize: 4, Medium: "GPU"},
+		{Kind: KindRemoved, BlockHashes: []uint64{0xffffffffffffff85}, Medium: "GPU"},
 	}},
 	"sglang_map_attn_dp_rank": {TS: 1700000003.5, DPRank: 2, HasDPRank: true, Events: []Event{{Kind: KindCleared}}},
 }
