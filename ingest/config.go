@@ -65,11 +65,34 @@ type SubscriberConfig struct {
 	Now func() time.Time
 	// Logger receives connection, gap and restart events. Default slog.Default().
 	Logger *slog.Logger
+	// MaxMessageBytes bounds one ZMQ message read from the engine (PUB or replay socket), in wire
+	// bytes: every frame's header and body. A peer declaring a larger frame or message (or one of more
+	// than 16 frames) has its connection closed before anything is allocated for it; the message is
+	// counted in Stats.Oversized and Malformed, and the subscriber reconnects with backoff. Default
+	// DefaultMaxMessageBytes (16 MiB).
+	MaxMessageBytes int
+	// RestartProbeInterval is how often an idle subscriber (no live message for that long) asks the
+	// engine's replay socket whether it still holds the last message applied; right after every
+	// reconnect it asks at once. An engine that lost it restarted: its rank's index is cleared then,
+	// not at its next message (SPEC §4.1 restart rule, for engines that stay silent). Needs
+	// ReplayEndpoint. Default 10s; negative disables the probe (a restart is then seen at the next
+	// message).
+	RestartProbeInterval time.Duration
 	// Capture, if set, is called with every message handed on (live or replayed, in sequence order)
 	// before it is decoded: `kvrouter ingest --capture` writes them to an event log (package eventlog).
 	// It runs on the reader goroutine and must not keep payload. Default nil.
 	Capture func(seq uint64, payload []byte)
 }
+
+// DefaultMaxMessageBytes is the default SubscriberConfig.MaxMessageBytes: 16 MiB. The largest real
+// batches measured are far below: one BlockStored of 512 blocks × 16 tokens is 45 KiB of msgpack (57 KiB
+// with byte-string hashes), one of 8192 blocks (a 128k-token prompt) 712 KiB (912 KiB); see
+// TestDefaultMessageLimitAboveRealBatches.
+const DefaultMaxMessageBytes = 16 << 20
+
+// minMaxMessageBytes is the smallest MaxMessageBytes accepted: the ZMTP handshake's READY command
+// (socket type and identity metadata) must fit.
+const minMaxMessageBytes = 4 << 10
 
 // Key is the stream the subscriber feeds.
 func (c SubscriberConfig) Key() StreamKey {
@@ -97,6 +120,10 @@ func (c *SubscriberConfig) setDefaults() {
 	}
 	def(&c.ApplyRetryMin, 50*time.Millisecond)
 	def(&c.ApplyRetryMax, 5*time.Second)
+	if c.MaxMessageBytes == 0 {
+		c.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	def(&c.RestartProbeInterval, 10*time.Second)
 	if c.EpochPrefix == "" {
 		c.EpochPrefix = processEpochPrefix
 	}
@@ -133,6 +160,9 @@ func (c SubscriberConfig) Validate() error {
 	}
 	if c.QueueSize < 0 || c.MaxBatchEvents < 0 || c.ReplayMaxRounds < 0 {
 		bad("queue size, max batch events and replay rounds must be >= 0")
+	}
+	if c.MaxMessageBytes < minMaxMessageBytes {
+		bad("max message bytes %d: must be >= %d", c.MaxMessageBytes, minMaxMessageBytes)
 	}
 	for name, d := range map[string]time.Duration{
 		"reconnect min": c.ReconnectMin, "reconnect max": c.ReconnectMax, "dial timeout": c.DialTimeout,

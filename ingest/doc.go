@@ -25,4 +25,15 @@
 // store then clears the rank once and the subscriber replays the engine's buffered history from seq
 // 0. Ids are therefore never compared across ingest processes: a restarted ingest rebuilds each
 // worker's index from the replay buffer rather than trusting ids it did not assign.
+//
+// # Idle restarts and hostile peers
+//
+// An engine that restarts and then stays silent would keep its stale index until its next message.
+// So, right after every reconnect and after RestartProbeInterval without a message, the subscriber asks
+// the replay socket for the last message it applied (restartprobe.go): gone or different means a new
+// process, and a new epoch opens at once with a cleared event per rank.
+//
+// Engine endpoints are dialled through frame-limited zmq4 transports (framelimit.go): zmq4 allocates
+// whatever size a frame header declares, so a header over MaxMessageBytes fails the read before zmq4
+// sees it, and only that stream's connection ends.
 package ingest

@@ -29,6 +29,7 @@ func TestTierOf(t *testing.T) {
 		"": statestore.TierDevice, "GPU": statestore.TierDevice, "device": statestore.TierDevice,
 		"CPU": statestore.TierHost, "CPU_PINNED": statestore.TierHost, "cpu_tier1": statestore.TierHost,
 		"DISK": statestore.TierDisk, "NVME": statestore.TierDisk, "CPU_TIER2": statestore.TierDisk,
+		"EXTERNAL": statestore.TierDisk, // SGLang HiCache's shared/remote pool
 	} {
 		got, known := TierOf(medium)
 		if got != want || !known {

@@ -31,7 +31,7 @@ func (s *Subscriber) replay(ctx context.Context, start uint64, fn func(seq uint6
 	timer := time.AfterFunc(timeout, func() { timedOut.Store(true); cancel() })
 	defer timer.Stop()
 
-	d := zmq4.NewDealer(ctx, zmq4.WithDialerMaxRetries(0), zmq4.WithDialerTimeout(timeout),
+	d := zmq4.NewDealer(s.limitCtx(ctx), zmq4.WithDialerMaxRetries(0), zmq4.WithDialerTimeout(timeout),
 		zmq4.WithTimeout(timeout), zmq4.WithLogger(s.zlog))
 	defer closeSocket(d)
 	wrap := func(err error) error {
@@ -40,7 +40,7 @@ func (s *Subscriber) replay(ctx context.Context, start uint64, fn func(seq uint6
 		}
 		return fmt.Errorf("ingest: replay from seq %d via %s: %w", start, s.cfg.ReplayEndpoint, err)
 	}
-	if err := d.Dial(s.cfg.ReplayEndpoint); err != nil {
+	if err := d.Dial(limitedEndpoint(s.cfg.ReplayEndpoint)); err != nil {
 		return wrap(err)
 	}
 	if err := d.Send(zmq4.NewMsgFrom(nil, be64(start))); err != nil {

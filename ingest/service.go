@@ -98,13 +98,15 @@ var collectorMetrics = []struct {
 	{"blocks_total", "Blocks stored or removed in the index, by op.", "op", false},
 	{"messages_total", "ZMQ messages received live.", "", false},
 	{"malformed_messages_total", "Messages whose frames or payload did not decode (dropped).", "", false},
+	{"oversized_messages_total", "Connections closed because the engine declared a ZMQ frame or message beyond the size limit (also counted malformed).", "", false},
 	{"gaps_total", "Live messages that arrived after a missing sequence number.", "", false},
 	{"missed_messages_total", "Messages missing across gaps.", "", false},
 	{"replays_total", "Replay requests sent to the engine's ROUTER socket.", "", false},
 	{"replay_failures_total", "Replay requests that failed.", "", false},
 	{"replayed_messages_total", "Messages recovered by replay and applied.", "", false},
 	{"lost_messages_total", "Messages never applied (not replayable, or malformed).", "", false},
-	{"restarts_total", "Engine restarts detected (sequence went backwards, or replay mismatch).", "", false},
+	{"restarts_total", "Engine restarts detected (sequence went backwards, replay mismatch, or an idle restart probe).", "", false},
+	{"restart_probes_total", "Restart probes sent to the engine's replay socket (after a reconnect, and while idle).", "", false},
 	{"reconnects_total", "Connection attempts after the first.", "", false},
 	{"apply_errors_total", "Failed store calls (each retried).", "", false},
 	{"connected", "1 while the subscriber's PUB connection is up.", "", true},
@@ -160,6 +162,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		emit("blocks_total", float64(a.RemovedBlocks), "removed")
 		emit("messages_total", float64(st.Messages))
 		emit("malformed_messages_total", float64(st.Malformed))
+		emit("oversized_messages_total", float64(st.Oversized))
 		emit("gaps_total", float64(st.Gaps))
 		emit("missed_messages_total", float64(st.MissedMessages))
 		emit("replays_total", float64(st.Replays))
@@ -167,6 +170,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		emit("replayed_messages_total", float64(st.ReplayedMessages))
 		emit("lost_messages_total", float64(st.LostMessages))
 		emit("restarts_total", float64(st.Restarts))
+		emit("restart_probes_total", float64(st.RestartProbes))
 		emit("reconnects_total", float64(st.Reconnects))
 		emit("apply_errors_total", float64(st.ApplyErrors))
 		emit("connected", b2f(st.Connected))

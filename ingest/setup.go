@@ -17,10 +17,22 @@ type Engine struct {
 	URL    string
 }
 
-// ParseEngines validates --engine values (WORKER=tcp://…[,replay=…][,dp=N][,url=…][,topic=T]) for a
-// pool of blockSize-token blocks; queue is each subscriber's QueueSize (messages). A single value
-// holding spaces (KVROUTER_ENGINE) is split into several.
-func ParseEngines(values []string, pool string, blockSize, queue int, logger *slog.Logger) ([]Engine, error) {
+// EngineOptions are the subscriber settings every --engine shares.
+type EngineOptions struct {
+	// Pool and BlockSize (tokens) are the engines' pool; both required.
+	Pool      string
+	BlockSize int
+	// QueueSize, MaxMessageBytes and RestartProbeInterval are SubscriberConfig's; zero takes its
+	// defaults.
+	QueueSize            int
+	MaxMessageBytes      int
+	RestartProbeInterval time.Duration
+	Logger               *slog.Logger
+}
+
+// ParseEngines validates --engine values (WORKER=tcp://…[,replay=…][,dp=N][,url=…][,topic=T]) with
+// the shared settings o. A single value holding spaces (KVROUTER_ENGINE) is split into several.
+func ParseEngines(values []string, o EngineOptions) ([]Engine, error) {
 	if len(values) == 1 && strings.Contains(values[0], " ") {
 		values = strings.Fields(values[0])
 	}
@@ -33,7 +45,8 @@ func ParseEngines(values []string, pool string, blockSize, queue int, logger *sl
 		if err := statestore.CheckID("--engine worker id", cfg.WorkerID); err != nil {
 			return nil, err
 		}
-		cfg.Pool, cfg.BlockSize, cfg.QueueSize, cfg.Logger = pool, blockSize, queue, logger
+		cfg.Pool, cfg.BlockSize, cfg.QueueSize, cfg.Logger = o.Pool, o.BlockSize, o.QueueSize, o.Logger
+		cfg.MaxMessageBytes, cfg.RestartProbeInterval = o.MaxMessageBytes, o.RestartProbeInterval
 		if err := cfg.Validate(); err != nil {
 			return nil, fmt.Errorf("--engine %q: %v", v, err)
 		}

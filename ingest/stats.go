@@ -18,6 +18,7 @@ type Stats struct {
 	// Messages.
 	Messages  uint64 // messages received live
 	Malformed uint64 // messages whose frames or payload did not decode (dropped; also counted lost)
+	Oversized uint64 // connections closed for a frame or message beyond MaxMessageBytes (also Malformed)
 
 	// Events decoded, by type (Normalize's view; Unknown are dropped).
 	Events NormalizeStats
@@ -34,7 +35,8 @@ type Stats struct {
 	ReplayFailures   uint64 // replay requests that failed (connect, timeout, protocol)
 	ReplayedMessages uint64 // messages recovered by replay and applied
 	LostMessages     uint64 // messages never applied (not replayable, or malformed)
-	Restarts         uint64 // engine restarts detected (sequence went backwards, or replay mismatch)
+	Restarts         uint64 // engine restarts detected (sequence went backwards, replay mismatch, or restart probe)
+	RestartProbes    uint64 // restart probes sent (RestartProbeInterval; failures count in ReplayFailures)
 	PartialHistory   uint64 // epochs whose recoverable history did not start at seq 0
 	Reconnects       uint64 // connection attempts after the first
 }

@@ -48,7 +48,7 @@ func TestSubscriberIntoMemoryStore(t *testing.T) {
 	}
 
 	a := startPublisher(t, "", "tcp://127.0.0.1:0", 0)
-	cfg := testConfig(a)
+	cfg := noProbe(testConfig(a)) // the restart below is seen in the engine's next message
 	sub, _ := runSubscriber(t, cfg, store)
 	a.waitSubscribed()
 	enc := vllmwire.EncodeOptions{Hashes: vllmwire.HashBytes}

@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"errors"
 	"math"
 
 	"github.com/zeebo/xxh3"
@@ -29,7 +30,9 @@ func (s *Subscriber) handleLive(ctx context.Context, seq uint64, payload []byte,
 	st := &s.st
 	switch {
 	case !st.has:
-		s.startEpoch("first message", seq)
+		if st.epoch == "" { // else a restart probe opened the epoch and cleared the rank already
+			s.startEpoch("first message", seq)
+		}
 		if err := s.fill(ctx, 0, seq, false, q); err != nil {
 			return err
 		}
@@ -168,6 +171,14 @@ func (s *Subscriber) fill(ctx context.Context, next, until uint64, verify bool, 
 			}
 			s.update(func(x *Stats) { x.ReplayFailures++ })
 			s.cfg.Logger.Warn("ingest: replay failed", "stream", s.cfg.Key().String(), "err", err)
+			var tooBig *frameLimitError
+			if errors.As(err, &tooBig) && next < until {
+				// The answer broke off at the message after the last one taken, seq next (its buffer
+				// is in order): that one can never be read, so skip it and ask for the rest.
+				missing(1)
+				next, epochStart = next+1, false
+				continue
+			}
 			break
 		}
 		if !progress && !checking {

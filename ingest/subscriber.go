@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-zeromq/zmq4"
 
@@ -130,30 +131,82 @@ func (s *Subscriber) readLoop(ctx context.Context, q chan<- applyItem) {
 // session connects once and reads until the connection fails or ctx is done. It reports whether any
 // message arrived (a healthy connection resets the backoff).
 func (s *Subscriber) session(ctx context.Context, q chan<- applyItem) (received bool, err error) {
-	sub := zmq4.NewSub(ctx, zmq4.WithDialerMaxRetries(0), zmq4.WithDialerTimeout(s.cfg.DialTimeout),
+	sub := zmq4.NewSub(s.limitCtx(ctx), zmq4.WithDialerMaxRetries(0), zmq4.WithDialerTimeout(s.cfg.DialTimeout),
 		zmq4.WithLogger(s.zlog))
-	defer closeSocket(sub)
 	// Before Dial: zmq4 sends the subscription as soon as the connection is up.
 	if err := sub.SetOption(zmq4.OptionSubscribe, s.cfg.Topic); err != nil {
+		closeSocket(sub)
 		return false, fmt.Errorf("ingest: subscribe: %w", err)
 	}
-	if err := sub.Dial(s.cfg.Endpoint); err != nil {
+	if err := sub.Dial(limitedEndpoint(s.cfg.Endpoint)); err != nil {
+		closeSocket(sub)
 		return false, fmt.Errorf("ingest: connect %s: %w", s.cfg.Endpoint, err)
 	}
 	s.update(func(st *Stats) { st.Connected = true })
 	defer s.update(func(st *Stats) { st.Connected = false })
 	// Messages may have been lost while disconnected, or the engine may have restarted: the next
-	// message is checked against the replay buffer.
+	// message is checked against the replay buffer — and the restart probe checks at once, in case
+	// the engine stays silent.
 	s.st.verify = s.st.has
+	msgs, stop := recvLoop(sub)
+	defer stop()
+	probe := s.cfg.RestartProbeInterval > 0 && s.cfg.ReplayEndpoint != ""
+	idle := time.NewTimer(0) // fires at once: probe right after (re)connecting
+	if !probe {
+		idle.Stop()
+	}
+	defer idle.Stop()
 	for {
-		msg, err := sub.Recv()
-		if err != nil {
-			return received, fmt.Errorf("ingest: receive from %s: %w", s.cfg.Endpoint, err)
+		select {
+		case r := <-msgs:
+			if r.err != nil {
+				return received, fmt.Errorf("ingest: receive from %s: %w", s.cfg.Endpoint, r.err)
+			}
+			received = true
+			if err := s.handleFrames(ctx, r.msg.Frames, q); err != nil {
+				return received, err
+			}
+			if probe {
+				idle.Reset(s.cfg.RestartProbeInterval)
+			}
+		case <-idle.C:
+			if err := s.probeRestart(ctx, q); err != nil {
+				return received, err
+			}
+			idle.Reset(s.cfg.RestartProbeInterval)
+		case <-ctx.Done():
+			return received, ctx.Err()
 		}
-		received = true
-		if err := s.handleFrames(ctx, msg.Frames, q); err != nil {
-			return received, err
+	}
+}
+
+type recvResult struct {
+	msg zmq4.Msg
+	err error
+}
+
+// recvLoop receives from sock on its own goroutine (a zmq4 Recv cannot be bounded or interleaved
+// with a timer) until an error; stop closes sock and waits for the goroutine.
+func recvLoop(sock zmq4.Socket) (<-chan recvResult, func()) {
+	out, done, exited := make(chan recvResult), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(exited)
+		for {
+			msg, err := sock.Recv()
+			select {
+			case out <- recvResult{msg, err}:
+			case <-done:
+				return
+			}
+			if err != nil {
+				return
+			}
 		}
+	}()
+	return out, func() {
+		close(done)
+		closeSocket(sock)
+		<-exited
 	}
 }
 
@@ -167,6 +220,15 @@ func (s *Subscriber) handleFrames(ctx context.Context, frames [][]byte, q chan<-
 		return nil
 	}
 	return s.handleLive(ctx, binary.BigEndian.Uint64(frames[1]), frames[2], q)
+}
+
+// limitCtx returns ctx carrying the stream's frame limit for the sockets made with it: a peer breaking
+// it is counted here (from zmq4's reader goroutine) and its connection ends.
+func (s *Subscriber) limitCtx(ctx context.Context) context.Context {
+	return withFrameLimit(ctx, frameLimit{maxMessage: uint64(s.cfg.MaxMessageBytes), exceeded: func(err error) {
+		s.update(func(st *Stats) { st.Oversized++ })
+		s.malformed(err)
+	}})
 }
 
 // malformed counts a message that did not decode, logging at powers of two so a bad engine cannot

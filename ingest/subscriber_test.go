@@ -156,10 +156,16 @@ func TestSubscriberMalformedPayload(t *testing.T) {
 
 // TestSubscriberRestartBackwards: the engine restarts (a new publisher on the same ports, sequence
 // from 0 again); the subscriber reconnects and opens a new epoch.
+// noProbe turns the restart probe off: the test is about a restart seen in the engine's messages.
+func noProbe(cfg SubscriberConfig) SubscriberConfig {
+	cfg.RestartProbeInterval = -1
+	return cfg
+}
+
 func TestSubscriberRestartBackwards(t *testing.T) {
 	a := startPublisher(t, "", "tcp://127.0.0.1:0", 0)
 	sink := &recordingSink{}
-	sub, _ := runSubscriber(t, testConfig(a), sink)
+	sub, _ := runSubscriber(t, noProbe(testConfig(a)), sink)
 	a.waitSubscribed()
 	a.publish(seqRange(0, 20)...)
 	eventually(t, waitLong, "20 events", func() bool { return sink.count() == 20 })
@@ -189,7 +195,7 @@ func TestSubscriberRestartBackwards(t *testing.T) {
 func TestSubscriberRestartDetectedByReplay(t *testing.T) {
 	a := startPublisher(t, "", "tcp://127.0.0.1:0", 0)
 	sink := &recordingSink{}
-	sub, _ := runSubscriber(t, testConfig(a), sink)
+	sub, _ := runSubscriber(t, noProbe(testConfig(a)), sink)
 	a.waitSubscribed()
 	a.publish(0, 1, 2)
 	eventually(t, waitLong, "3 events", func() bool { return sink.count() == 3 })

@@ -43,6 +43,12 @@ type IngestConfig struct {
 	RecoverInterval time.Duration
 	// QueueSize is each subscriber's decoded-message buffer (count). Default 64.
 	QueueSize int
+	// MaxMessageBytes bounds one ZMQ message (every frame) read from an engine, bytes
+	// (ingest.SubscriberConfig.MaxMessageBytes). Default 0 = 16 MiB.
+	MaxMessageBytes int
+	// RestartProbeInterval is how often an idle engine's replay socket is asked whether it restarted
+	// (ingest.SubscriberConfig.RestartProbeInterval). Default 0 = 10 s; negative disables it.
+	RestartProbeInterval time.Duration
 	// ShutdownTimeout bounds the HTTP drain and the subscribers' stop. Default 10 s.
 	ShutdownTimeout time.Duration
 	// LogLevel is debug, info, warn or error. Default info.
@@ -93,7 +99,9 @@ func RunIngest(ctx context.Context, cfg IngestConfig) error {
 		return fmt.Errorf("invalid configuration: %v", err)
 	}
 	logger := newLogger(cfg.LogLevel, "text", cfg.LogOutput)
-	specs, err := ingest.ParseEngines(cfg.Engines, cfg.Pool, cfg.BlockSize, cfg.QueueSize, logger)
+	specs, err := ingest.ParseEngines(cfg.Engines, ingest.EngineOptions{Pool: cfg.Pool, BlockSize: cfg.BlockSize,
+		QueueSize: cfg.QueueSize, MaxMessageBytes: cfg.MaxMessageBytes, RestartProbeInterval: cfg.RestartProbeInterval,
+		Logger: logger})
 	if err != nil {
 		return fmt.Errorf("invalid configuration: %v", err)
 	}

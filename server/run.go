@@ -186,7 +186,7 @@ func runEngines(ctx context.Context, cfg Config, rt *core.Router, reg *prometheu
 	if err != nil {
 		return engines{}, fmt.Errorf("engine: pool %q: %w", pool, err)
 	}
-	specs, err := ingest.ParseEngines(cfg.Engines, pool, pc.BlockSize, engineQueueSize, logger)
+	specs, err := ingest.ParseEngines(cfg.Engines, ingest.EngineOptions{Pool: pool, BlockSize: pc.BlockSize, QueueSize: engineQueueSize, Logger: logger})
 	if err != nil {
 		return engines{}, fmt.Errorf("invalid configuration: %v", err)
 	}

@@ -38,6 +38,8 @@ func runIngest(ctx context.Context, args []string) error {
 	blockSize := fs.Int("block-size", def.BlockSize, "the pool's KV block size, tokens (must equal the engines')")
 	addr := fs.String("addr", def.Addr, "HTTP listen address for /v1/events, /metrics, /healthz (port 0 picks a free port)")
 	queue := fs.Int("queue-size", def.QueueSize, "decoded messages buffered per engine before back-pressure")
+	maxMsg := fs.Int("max-message-bytes", def.MaxMessageBytes, "largest ZMQ message (all frames) accepted from an engine, bytes; a larger one closes that engine's connection and is counted (0 = 16 MiB)")
+	probe := fs.Duration("restart-probe", def.RestartProbeInterval, "ask an idle engine's replay socket this often whether it restarted, clearing its index if so (0 = 10s, negative = off)")
 	shutdownTimeout := fs.Duration("shutdown-timeout", def.ShutdownTimeout, "drain time on SIGTERM/SIGINT")
 	logLevel := fs.String("log-level", def.LogLevel, "debug, info, warn or error")
 	capturePath := fs.String("capture", "", "append every engine message to the event log `FILE` (capture lines, read by the index command); empty = off")
@@ -54,6 +56,7 @@ func runIngest(ctx context.Context, args []string) error {
 	cfg.Addr, cfg.Store, cfg.Engines, cfg.Pool, cfg.BlockSize = *addr, *storeURL, engines, *pool, *blockSize
 	cfg.QueueSize, cfg.ShutdownTimeout, cfg.LogLevel = *queue, *shutdownTimeout, *logLevel
 	cfg.RedisTimeout = *redisTimeout
+	cfg.MaxMessageBytes, cfg.RestartProbeInterval = *maxMsg, *probe
 	if *capturePath != "" {
 		f, err := os.OpenFile(*capturePath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 		if err != nil {

@@ -58,7 +58,8 @@ func (r *reader) batchArray(b *Batch) error {
 	return nil
 }
 
-// batchMap decodes {"ts", "events", "data_parallel_rank"?, …ignored keys}.
+// batchMap decodes {"ts", "events", "data_parallel_rank"?, …ignored keys}. SGLang names the rank slot
+// "attn_dp_rank" (its EventBatch; the array slot is the same third one).
 func (r *reader) batchMap(b *Batch) error {
 	n, err := r.readMapLen()
 	if err != nil {
@@ -78,7 +79,7 @@ func (r *reader) batchMap(b *Batch) error {
 		case key == "events":
 			b.Events, err = r.events()
 			hasEvents = true
-		case key == "data_parallel_rank":
+		case key == "data_parallel_rank" || key == "attn_dp_rank": // vLLM's name, SGLang's
 			err = r.dpRank(b)
 		default:
 			err = r.skip(1)
@@ -290,7 +291,12 @@ func (r *reader) field(ev *Event, name string) error {
 			ev.Medium, err = r.readString()
 		}
 	case "lora_name":
-		if !r.readNil() {
+		switch {
+		case r.isMap():
+			// SGLang's BlockStoredWithMetadata puts its metadata struct ({"cache_salt": …}) in this
+			// slot; the salt is not part of kvrouter's block identity, so it is skipped.
+			err = r.skip(3)
+		case !r.readNil():
 			ev.LoRAName, err = r.readString()
 		}
 	default: // extra_keys and anything newer: skipped unread
