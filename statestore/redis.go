@@ -257,6 +257,7 @@ func (r *Redis) GetPool(ctx context.Context, pool string) (PoolConfig, error) {
 		ApproxTTLMs: i("attl"), PredictedTTLMs: i("pttl"), SessionAffinityTTLMs: i("sttl"), LeaseTTLMs: i("lttl"),
 		WorkerTTLMs: i("wttl"), MaxPromptTokens: i("mpt"), UnhealthyAfter: i("ua"), UnhealthyBackoffMs: i("ubo"),
 		Models: decodeModels(m["models"]), Tokenizer: m["tok"], ChatTemplate: m["tpl"], Tokenize: m["tokm"],
+		ImageTokenID: i("itok"),
 	}, nil
 }
 
@@ -267,7 +268,8 @@ func gatewayFields(cfg PoolConfig) []string {
 	if cfg.Models == nil {
 		models = []byte("[]")
 	}
-	return []string{"models", string(models), "tok", cfg.Tokenizer, "tpl", cfg.ChatTemplate, "tokm", cfg.Tokenize}
+	return []string{"models", string(models), "tok", cfg.Tokenizer, "tpl", cfg.ChatTemplate, "tokm", cfg.Tokenize,
+		"itok", strconv.FormatInt(cfg.ImageTokenID, 10)}
 }
 
 func decodeModels(s string) []string {

@@ -39,6 +39,7 @@ var poolKnobFlags = []struct {
 	{"max_prompt_tokens", "int", "longest accepted prompt, tokens (default 1048576)"},
 	{"models", "list", "gateway: comma-separated model names the pool serves (a request's \"model\" picks the pool; default none)"},
 	{"tokenize", "string", "gateway: how prompts become token ids: local (the pool's tokenizer), engine (a worker's /tokenize) or none (load-only routing); default local with a tokenizer, else none"},
+	{"image_token_id", "int", "gateway: the token id an image expands to in the engines' prompts (with tokenize engine, images' spans are runs of it and their identity is folded into block hashes; default 0 = images route by load only)"},
 	{"unhealthy_after", "int", "failed forwards in a row that mark a worker unhealthy for all routers (default 3; 0 = off)"},
 	{"unhealthy_backoff_ms", "int", "how long an unhealthy worker is skipped before one request probes it, ms (default 10000; doubles per failed probe, up to 8x)"},
 }
