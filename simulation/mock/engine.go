@@ -43,6 +43,11 @@ type Config struct {
 	// more in a busy batch. A larger ITL only delays the answer: the engine still computes at its own
 	// pace and releases the request's KV blocks when it has sampled the last token.
 	ITLMs float64
+	// ImageTokens enables multimodal chat (`kvrouter mock --multimodal`): each image content part
+	// expands to ImageStartToken, ImageTokens × ImageTokenID, ImageEndToken; the blocks its run covers
+	// fold its identity (the part's uuid, else blockhash.MMIdentifier of its URL) and BlockStored
+	// publishes it in extra_keys as vLLM 0.19+ does. Default 0: image parts are ignored (text only).
+	ImageTokens int
 	// DefaultMaxTokens is the output length when a request gives no max_tokens; default 16.
 	DefaultMaxTokens int
 	// MaxTokensLimit caps max_tokens (400 above); default 8192.
@@ -148,6 +153,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("mock: dp rank %d must be >= 0", c.DPRank)
 	case c.DefaultMaxTokens < 1 || c.MaxTokensLimit < 1:
 		return errors.New("mock: max tokens must be >= 1")
+	case c.ImageTokens < 0:
+		return fmt.Errorf("mock: image tokens %d must be >= 0", c.ImageTokens)
 	case c.ReplayBuffer < 0:
 		return errors.New("mock: replay buffer must be >= 0")
 	case c.ITLMs < 0 || math.IsInf(c.ITLMs, 0) || c.ITLMs != c.ITLMs:
@@ -222,6 +229,7 @@ type Engine struct {
 
 type tokRef struct {
 	tokens []uint32
+	extra  []vllmwire.ExtraKey // the block's multimodal extra keys (nil: none)
 	refs   int
 }
 
@@ -322,10 +330,16 @@ func (e *Engine) Close() error {
 	return e.pub.Close()
 }
 
-// submit queues a request; the returned request's channels report its progress.
-func (e *Engine) submit(tokens []uint32, maxTokens int) (*request, error) {
+// submit queues a request; the returned request's channels report its progress. Blocks that overlap
+// an image fold its identity into their hash (so different images are different blocks) and carry
+// its [identifier, offset] extra key.
+func (e *Engine) submit(tokens []uint32, items []mmItem, maxTokens int) (*request, error) {
 	bs := e.cfg.Engine.BlockSize
-	locals := blockhash.LocalHashes(nil, tokens, bs, blockhash.Seed)
+	var hashed []blockhash.MMItem
+	for _, it := range items {
+		hashed = append(hashed, blockhash.MMItem{Hash: blockhash.MMIdentifierHash(it.identifier), Offset: it.offset, Length: it.length})
+	}
+	locals := blockhash.LocalHashesMM(nil, tokens, bs, blockhash.Seed, hashed)
 	seqs := blockhash.Sequence(nil, locals)
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -342,12 +356,24 @@ func (e *Engine) submit(tokens []uint32, maxTokens int) (*request, error) {
 		if t := e.blockTok[l]; t != nil {
 			t.refs++
 		} else {
-			e.blockTok[l] = &tokRef{tokens: tokens[i*bs : (i+1)*bs], refs: 1}
+			e.blockTok[l] = &tokRef{tokens: tokens[i*bs : (i+1)*bs], extra: blockExtraKeys(items, i*bs, bs), refs: 1}
 		}
 	}
 	e.promptTokens.Add(uint64(len(tokens)))
 	notify(e.wake)
 	return r, nil
+}
+
+// blockExtraKeys are the extra keys vLLM 0.19+ publishes for the block starting at token start: one
+// (identifier, offset in the block) pair per image overlapping it; nil when none does.
+func blockExtraKeys(items []mmItem, start, bs int) []vllmwire.ExtraKey {
+	var keys []vllmwire.ExtraKey
+	for _, it := range items {
+		if it.offset < start+bs && it.offset+it.length > start {
+			keys = append(keys, vllmwire.ExtraKey{Identifier: it.identifier, Pair: true, Offset: int64(it.offset - start)})
+		}
+	}
+	return keys
 }
 
 // abort drops a request the client no longer waits for (vLLM aborts it on disconnect): the engine
@@ -487,6 +513,12 @@ func (e *Engine) encode(evs []engine.Event) []byte {
 					continue
 				}
 				w.TokenIDs = append(w.TokenIDs, t.tokens...)
+				if t.extra != nil {
+					if w.ExtraKeys == nil {
+						w.ExtraKeys = make([][]vllmwire.ExtraKey, len(ev.Blocks))
+					}
+					w.ExtraKeys[i] = t.extra
+				}
 			}
 			b.Events = append(b.Events, w)
 		case engine.EventRemoved:
