@@ -59,7 +59,11 @@ func TestPoolGatewaySettings(t *testing.T) {
 				func() statestore.PoolConfig { c := statestore.DefaultPoolConfig(16); c.Tokenize = "magic"; return c }(),
 				func() statestore.PoolConfig { c := statestore.DefaultPoolConfig(16); c.Tokenize = "local"; return c }(),
 				func() statestore.PoolConfig { c := statestore.DefaultPoolConfig(16); c.ImageTokenID = -1; return c }(),
-				func() statestore.PoolConfig { c := statestore.DefaultPoolConfig(16); c.ImageTokenID = 1 << 32; return c }(),
+				func() statestore.PoolConfig {
+					c := statestore.DefaultPoolConfig(16)
+					c.ImageTokenID = 1 << 32
+					return c
+				}(),
 			} {
 				if err := st.PutPool(ctx, "gw", bad); !errors.Is(err, statestore.ErrInvalid) {
 					t.Fatalf("PutPool(%+v) = %v, want ErrInvalid", bad, err)
