@@ -180,7 +180,7 @@ var (
 type request struct {
 	id       uint64
 	tokens   []uint32
-	locals   []uint64
+	blocks   []uint64 // engine hashes of the prompt's full blocks (blockTok keys)
 	output   int
 	cached   int // prefix cache hit at first admission, tokens
 	admitted bool
@@ -206,7 +206,7 @@ type Engine struct {
 	gen      uint64 // bumped by Restart; results of an older generation are discarded
 	nextID   uint64
 	reqs     map[uint64]*request
-	blockTok map[uint64]*tokRef // local hash → tokens of a block of a request in flight
+	blockTok map[uint64]*tokRef // engine hash → tokens and extra keys of a block of a request in flight
 	inStep   bool               // a step's results are pending delivery
 	faults   Faults
 	rng      *rand.Rand
@@ -344,7 +344,7 @@ func (e *Engine) submit(tokens []uint32, items []mmItem, maxTokens int) (*reques
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.nextID++
-	r := &request{id: e.nextID, tokens: tokens, locals: locals, output: maxTokens,
+	r := &request{id: e.nextID, tokens: tokens, output: maxTokens,
 		progress: make(chan struct{}, 1), first: make(chan struct{}), done: make(chan struct{})}
 	err := e.eng.Submit(engine.Request{ID: r.id, InputTokens: len(tokens), OutputTokens: maxTokens,
 		SeqHashes: seqs, LocalHashes: locals}, e.vnow())
@@ -352,11 +352,16 @@ func (e *Engine) submit(tokens []uint32, items []mmItem, maxTokens int) (*reques
 		return nil, err
 	}
 	e.reqs[r.id] = r
-	for i, l := range locals {
-		if t := e.blockTok[l]; t != nil {
+	// Keyed by engine hash (one per prefix position), not by local hash: two blocks of identical tokens
+	// and image (the middle of a long image) still carry their own offsets.
+	r.blocks = make([]uint64, len(seqs))
+	for i, sq := range seqs {
+		h := e.eng.Pool().EngineHash(sq)
+		r.blocks[i] = h
+		if t := e.blockTok[h]; t != nil {
 			t.refs++
 		} else {
-			e.blockTok[l] = &tokRef{tokens: tokens[i*bs : (i+1)*bs], extra: blockExtraKeys(items, i*bs, bs), refs: 1}
+			e.blockTok[h] = &tokRef{tokens: tokens[i*bs : (i+1)*bs], extra: blockExtraKeys(items, i*bs, bs), refs: 1}
 		}
 	}
 	e.promptTokens.Add(uint64(len(tokens)))
@@ -401,10 +406,10 @@ func (e *Engine) progressOf(r *request) (generated int, firstAt time.Time, err e
 
 // releaseTokens drops a finished request's block tokens. e.mu held.
 func (e *Engine) releaseTokens(r *request) {
-	for _, l := range r.locals {
-		if t := e.blockTok[l]; t != nil {
+	for _, h := range r.blocks {
+		if t := e.blockTok[h]; t != nil {
 			if t.refs--; t.refs == 0 {
-				delete(e.blockTok, l)
+				delete(e.blockTok, h)
 			}
 		}
 	}
@@ -506,7 +511,7 @@ func (e *Engine) encode(evs []engine.Event) []byte {
 				TokenIDs: make([]uint32, 0, len(ev.Blocks)*bs)}
 			for i, blk := range ev.Blocks {
 				w.BlockHashes[i] = blk.EngineHash
-				t := e.blockTok[blk.LocalHash]
+				t := e.blockTok[blk.EngineHash]
 				if t == nil { // cannot happen: stored blocks belong to requests in flight
 					e.log.Error("mock: stored block without tokens", "local_hash", blk.LocalHash)
 					w.TokenIDs = append(w.TokenIDs, make([]uint32, bs)...)

@@ -73,8 +73,8 @@ func TestBlockExtraKeysPublished(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.blockTok[1] = &tokRef{tokens: []uint32{1, 2, 3, 4}}
-	e.blockTok[2] = &tokRef{tokens: []uint32{5, 99, 99, 99}, extra: blockExtraKeys(items, 4, 4)}
+	e.blockTok[10] = &tokRef{tokens: []uint32{1, 2, 3, 4}}
+	e.blockTok[11] = &tokRef{tokens: []uint32{5, 99, 99, 99}, extra: blockExtraKeys(items, 4, 4)}
 	decode := func(evs []engine.Event) vllmwire.Event {
 		t.Helper()
 		b, err := vllmwire.Decode(e.encode(evs))
@@ -84,10 +84,32 @@ func TestBlockExtraKeysPublished(t *testing.T) {
 		return b.Events[0]
 	}
 	ev := decode([]engine.Event{{Kind: engine.EventStored, Blocks: []engine.StoredBlock{{EngineHash: 10, LocalHash: 1}, {EngineHash: 11, LocalHash: 2}}}})
-	if len(ev.ExtraKeys) != 2 || ev.ExtraKeys[0] != nil || !slices.Equal(ev.ExtraKeys[1], e.blockTok[2].extra) {
+	if len(ev.ExtraKeys) != 2 || ev.ExtraKeys[0] != nil || !slices.Equal(ev.ExtraKeys[1], e.blockTok[11].extra) {
 		t.Fatalf("extra_keys %+v", ev.ExtraKeys)
 	}
 	if ev := decode([]engine.Event{{Kind: engine.EventStored, Blocks: []engine.StoredBlock{{EngineHash: 10, LocalHash: 1}}}}); ev.ExtraKeys != nil {
 		t.Fatalf("text-only event: extra_keys %+v", ev.ExtraKeys)
 	}
 }
+
+// TestSubmitExtraKeysPerPosition: blocks inside one long image have identical tokens and local hashes,
+// yet each carries its own offset (the mock keys blocks by engine hash, one per prefix position).
+func TestSubmitExtraKeysPerPosition(t *testing.T) {
+	e, err := NewEngine(Config{ImageTokens: 12, Engine: engine.Options{BlockSize: 4, NumBlocks: 64}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	toks := []uint32{500, 97, 99, 99, 99, 99, 99, 99, 99, 99, 99, 99, 99, 99, 98, 501}
+	r, err := e.submit(toks, []mmItem{{identifier: "img", offset: 2, length: 12}}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var offsets []int64
+	for _, h := range r.blocks {
+		offsets = append(offsets, e.blockTok[h].extra[0].Offset)
+	}
+	if !slices.Equal(offsets, []int64{2, -2, -6, -10}) {
+		t.Fatalf("offsets %v, want [2 -2 -6 -10]", offsets)
+	}
+}
+
