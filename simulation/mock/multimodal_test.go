@@ -112,4 +112,3 @@ func TestSubmitExtraKeysPerPosition(t *testing.T) {
 		t.Fatalf("offsets %v, want [2 -2 -6 -10]", offsets)
 	}
 }
-
