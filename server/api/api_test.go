@@ -306,4 +306,3 @@ func TestRouteMMItems(t *testing.T) {
 		}
 	}
 }
-
