@@ -266,7 +266,7 @@ func (g *Gateway) tokens(ctx context.Context, pe poolEntry, kind prompt.Kind, bo
 			return res, fmt.Errorf("%w: %v", statestore.ErrInvalid, err)
 		}
 		g.log.Warn("gateway: no tokens; routing by load only", "pool", pe.name, "err", err)
-		return prompt.Result{Source: prompt.SourceNone}, nil
+		return prompt.Result{Source: prompt.SourceNone, Body: res.Body}, nil
 	}
 	return res, nil
 }

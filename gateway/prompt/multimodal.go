@@ -84,7 +84,7 @@ func forEachPart(body []byte, fn func(rawPart) (bool, error)) ([]byte, error) {
 				return nil, err
 			}
 			if ch {
-				if parts[i], err = json.Marshal(p); err != nil {
+				if parts[i], err = marshalJSON(p); err != nil {
 					return nil, err
 				}
 				partChanged = true
@@ -92,7 +92,7 @@ func forEachPart(body []byte, fn func(rawPart) (bool, error)) ([]byte, error) {
 		}
 		if partChanged {
 			var err error
-			if msg["content"], err = json.Marshal(parts); err != nil {
+			if msg["content"], err = marshalJSON(parts); err != nil {
 				return nil, err
 			}
 			changed = true
@@ -102,10 +102,21 @@ func forEachPart(body []byte, fn func(rawPart) (bool, error)) ([]byte, error) {
 		return nil, nil
 	}
 	var err error
-	if top["messages"], err = json.Marshal(msgs); err != nil {
+	if top["messages"], err = marshalJSON(msgs); err != nil {
 		return nil, err
 	}
-	return json.Marshal(top)
+	return marshalJSON(top)
+}
+
+// marshalJSON is json.Marshal without HTML escaping, so strings keep their bytes ("<" stays "<").
+func marshalJSON(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 // classifyPart tells an image part (with its URL and uuid) and a text part apart from the rest.
@@ -141,7 +152,7 @@ func assignImageUUIDs(body []byte) ([]byte, []string, error) {
 		}
 		id := blockhash.MMIdentifier(img.url, img.uuid)
 		ids = append(ids, id)
-		q, err := json.Marshal(id)
+		q, err := marshalJSON(id)
 		p["uuid"] = q
 		return true, err
 	})
@@ -193,8 +204,11 @@ func (r *Resolver) engineChat(ctx context.Context, req Request, model string, mm
 		return unknown, err
 	}
 	toks, err := r.engineTokens(ctx, req.Pool, req.EngineURL, tr)
-	if err != nil || !mm {
+	if !mm {
 		return known(toks, SourceEngine, err)
+	}
+	if err != nil {
+		return Result{Source: SourceNone, Body: body}, err // the uuids are forwarded all the same
 	}
 	runs := placeholderRuns(toks, uint32(req.Config.ImageTokenID))
 	if len(runs) != len(ids) {

@@ -2,6 +2,7 @@ package prompt
 
 import (
 	"context"
+	"errors"
 	"encoding/json"
 	"net/http/httptest"
 	"slices"
@@ -83,6 +84,16 @@ func TestEngineChatImages(t *testing.T) {
 	}
 	if fake.count() != n {
 		t.Errorf("/tokenize asked %d times for requests routed by load", fake.count()-n)
+	}
+	// A failed /tokenize: an ErrEngine error, the uuids still forwarded.
+	fake.status = 500
+	if res, err := r.Tokens(context.Background(), Request{Pool: "p", Config: cfg, Kind: Chat, Body: []byte(strings.Replace(mmChat, "compare", "fail", 1)), EngineURL: srv.URL}); !errors.Is(err, ErrEngine) || res.Known || res.Body == nil {
+		t.Errorf("failed /tokenize: %+v, %v", res, err)
+	}
+	fake.status = 0
+	// No HTML escaping in the rewritten body.
+	if res := ask(cfg, strings.Replace(mmChat, "compare", "a<b & c>d", 1)); !strings.Contains(string(res.Body), "a<b & c>d") {
+		t.Errorf("rewritten body escapes HTML: %s", res.Body)
 	}
 	// Text-only chats are unchanged: known from the engine, body not rewritten.
 	fake.raw = ""
