@@ -2,8 +2,8 @@ package prompt
 
 import (
 	"context"
-	"errors"
 	"encoding/json"
+	"errors"
 	"net/http/httptest"
 	"slices"
 	"strings"
