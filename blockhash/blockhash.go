@@ -1,6 +1,10 @@
 // Package blockhash computes kvrouter's block identities (SPEC §3), bit-exact with NVIDIA Dynamo:
 // local block hashes are XXH3-64 (seed 1337) over the block's tokens as 4-byte little-endian words,
-// and sequence hashes chain them so that one sequence hash names one exact prefix.
+// and sequence hashes chain them so that one sequence hash names one exact prefix. A block overlapping
+// multimodal items (images) appends their u64 hashes; multimodal.go holds how an item's string
+// identifier becomes that u64 (a canonical 64-hex identifier: its first 8 bytes big-endian, as Dynamo
+// reads vLLM's extra_keys; any other string: XXH3-64 seed 0) and the identifier the router assigns to
+// an image (SHA-256 hex of the client's uuid, a data URI's bytes, or the URL).
 //
 // It is a leaf package: the core, the state stores, the ingest and the simulator all hash through it,
 // so there is exactly one implementation of the rules.

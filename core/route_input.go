@@ -18,6 +18,9 @@ type RouteInput struct {
 	// TokenIDs is the prompt; or LocalHashes, when the caller hashed it already.
 	TokenIDs    []uint32 `json:"token_ids,omitempty"`
 	LocalHashes []Hash   `json:"local_hashes,omitempty"`
+	// MMItems are the prompt's multimodal items (images): each one's identity hash and the span of its
+	// placeholder tokens in TokenIDs. Blocks overlapping an item fold its hash (SPEC §3); needs TokenIDs.
+	MMItems []blockhash.MMItem `json:"mm_items,omitempty"`
 	// ISL is the prompt length in tokens; default len(token_ids) or len(local_hashes)·block_size.
 	ISL *int64 `json:"isl,omitempty"`
 	// BlockSize, when given, must equal the pool's.
@@ -53,10 +56,13 @@ func (in *RouteInput) normalize(blockSize int, maxPrompt int64) (statestore.Rout
 	if int64(len(in.TokenIDs)) > maxPrompt || int64(len(in.LocalHashes))*int64(blockSize) > maxPrompt {
 		return req, fmt.Errorf("%w: prompt longer than max_prompt_tokens=%d", statestore.ErrInvalid, maxPrompt)
 	}
+	if err := checkMMItems(in.MMItems, len(in.TokenIDs)); err != nil {
+		return req, err
+	}
 	var local []uint64
 	switch {
 	case len(in.TokenIDs) > 0:
-		local = blockhash.LocalHashes(nil, in.TokenIDs, blockSize, blockhash.LoRASeed(in.LoRAName))
+		local = blockhash.LocalHashesMM(nil, in.TokenIDs, blockSize, blockhash.LoRASeed(in.LoRAName), in.MMItems)
 		req.ISL = int64(len(in.TokenIDs))
 	case len(in.LocalHashes) > 0:
 		local = make([]uint64, len(in.LocalHashes))
@@ -84,4 +90,17 @@ func (in *RouteInput) normalize(blockSize int, maxPrompt int64) (statestore.Rout
 		return req, fmt.Errorf("%w: a route needs a prompt: token_ids, local_hashes, prompt (text), or an explicit isl", statestore.ErrInvalid)
 	}
 	return req, nil
+}
+
+// checkMMItems validates multimodal items against a prompt of n tokens: each span must lie inside it.
+func checkMMItems(items []blockhash.MMItem, n int) error {
+	if len(items) > 0 && n == 0 {
+		return fmt.Errorf("%w: mm_items need token_ids", statestore.ErrInvalid)
+	}
+	for i, it := range items {
+		if it.Length < 1 || it.Offset < 0 || it.Offset > n-it.Length {
+			return fmt.Errorf("%w: mm_items[%d]: span [%d, %d) is not inside the %d-token prompt", statestore.ErrInvalid, i, it.Offset, it.Offset+it.Length, n)
+		}
+	}
+	return nil
 }

@@ -230,8 +230,11 @@ func (g *Gateway) proxy(ctx context.Context, req Request, kind prompt.Kind, star
 	if err != nil {
 		return g.done(pe.name, storeErrorResponse(err))
 	}
+	if toks.Body != nil {
+		req.Body = toks.Body // the images' uuids assigned by the router (docs/API.md)
+	}
 	if toks.Known {
-		in.TokenIDs = toks.Tokens
+		in.TokenIDs, in.MMItems = toks.Tokens, toks.MMItems
 	} else {
 		// Load-only routing still books the prompt's prefill load: estimated at 4 bytes of body per token.
 		isl := int64(len(req.Body) / 4)
@@ -263,7 +266,7 @@ func (g *Gateway) tokens(ctx context.Context, pe poolEntry, kind prompt.Kind, bo
 			return res, fmt.Errorf("%w: %v", statestore.ErrInvalid, err)
 		}
 		g.log.Warn("gateway: no tokens; routing by load only", "pool", pe.name, "err", err)
-		return prompt.Result{Source: prompt.SourceNone}, nil
+		return prompt.Result{Source: prompt.SourceNone, Body: res.Body}, nil
 	}
 	return res, nil
 }

@@ -31,7 +31,8 @@ type NormalizeStats struct {
 	// UnknownMedium counts emitted events whose medium is not in the tier table: sent as device.
 	UnknownMedium int
 	// Unhashable counts Stored events whose token ids do not split into exactly one full block per
-	// block hash (or that have no block size at all): dropped, since their local hashes are unknown.
+	// block hash (or that have no block size at all), or whose extra_keys list is not one entry per
+	// block hash: dropped, since their local hashes are unknown.
 	Unhashable int
 	// LoRAIDOnly counts Stored events with a numeric lora_id but no lora_name: hashed under the
 	// synthetic name "lora_id:<id>", so they never match base-model prompts.
@@ -109,14 +110,18 @@ func tierCounted(medium string, st *NormalizeStats) statestore.Tier {
 	return t
 }
 
-// localBlocks pairs each engine hash with the local hash of its tokens. It fails when the tokens do
-// not make exactly one full block per hash (a trailing partial block is ignored, SPEC §3).
+// localBlocks pairs each engine hash with the local hash of its tokens and multimodal items (SPEC
+// §3). It fails when the tokens do not make exactly one full block per hash (a trailing partial block
+// is ignored, SPEC §3) or extra_keys is not one entry per hash.
 func localBlocks(e *vllmwire.Event, poolBlockSize int, st *NormalizeStats) ([]statestore.StoredBlock, bool) {
 	bs := e.BlockSize
 	if bs <= 0 {
 		bs = poolBlockSize
 	}
 	if bs <= 0 || len(e.TokenIDs)/bs != len(e.BlockHashes) {
+		return nil, false
+	}
+	if e.ExtraKeys != nil && len(e.ExtraKeys) != len(e.BlockHashes) {
 		return nil, false
 	}
 	name := e.LoRAName
@@ -126,11 +131,27 @@ func localBlocks(e *vllmwire.Event, poolBlockSize int, st *NormalizeStats) ([]st
 	}
 	seed := blockhash.LoRASeed(name)
 	blocks := make([]statestore.StoredBlock, len(e.BlockHashes))
+	var mm []uint64
 	for i, h := range e.BlockHashes {
-		blocks[i] = statestore.StoredBlock{
-			EngineHash: h,
-			LocalHash:  blockhash.Local(e.TokenIDs[i*bs:(i+1)*bs], seed),
+		toks := e.TokenIDs[i*bs : (i+1)*bs]
+		if e.ExtraKeys != nil {
+			mm = appendMMHashes(mm[:0], e.ExtraKeys[i], e.LoRAName)
 		}
+		blocks[i] = statestore.StoredBlock{EngineHash: h, LocalHash: blockhash.LocalMultimodal(toks, mm, seed)}
 	}
 	return blocks, true
+}
+
+// appendMMHashes appends the multimodal item hashes among one block's extra keys: every
+// [identifier, offset] pair (vLLM 0.19+), and every bare string that is a canonical 64-hex identifier
+// (older vLLM). Other bare strings are the LoRA name (already in the seed), a cache_salt, or an item
+// named by a non-canonical uuid, which older vLLM publishes indistinguishably: they are not folded
+// (the gateway always assigns canonical identifiers, so its requests never depend on them).
+func appendMMHashes(dst []uint64, keys []vllmwire.ExtraKey, loraName string) []uint64 {
+	for _, k := range keys {
+		if k.Pair || (k.Identifier != loraName && blockhash.IsCanonicalMMIdentifier(k.Identifier)) {
+			dst = append(dst, blockhash.MMIdentifierHash(k.Identifier))
+		}
+	}
+	return dst
 }

@@ -2,6 +2,7 @@ package statestore
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"unicode/utf8"
 )
@@ -73,6 +74,12 @@ type PoolConfig struct {
 	// is set), "engine" (a worker's POST /tokenize, cached by prompt digest) or "none" (load-only routing,
 	// marked x-kvrouter-overlap: unknown). Default "": local when Tokenizer is set, else none.
 	Tokenize string `json:"tokenize,omitempty"`
+	// ImageTokenID is the token id an image's placeholder expands to in the engine's prompt (the model's
+	// image_token_id, e.g. 151655 for Qwen2-VL's <|image_pad|>; `kvrouter mock --multimodal` uses
+	// 99). With tokenize "engine", the gateway finds each image's span as a run of this id in the
+	// engine's /tokenize answer and folds the image's identity into the blocks it covers (SPEC §3).
+	// Default 0: none — chat requests with images route by load only.
+	ImageTokenID int64 `json:"image_token_id,omitempty"`
 }
 
 // Tokenize modes (PoolConfig.Tokenize).
@@ -125,6 +132,9 @@ func (c PoolConfig) validateGateway() error {
 	}
 	if len(c.Tokenizer) > MaxPathLength || len(c.ChatTemplate) > MaxPathLength {
 		return fmt.Errorf("%w: tokenizer and chat_template paths must be at most %d bytes", ErrInvalid, MaxPathLength)
+	}
+	if c.ImageTokenID < 0 || c.ImageTokenID > math.MaxUint32 {
+		return fmt.Errorf("%w: image_token_id must be a token id in [0, %d], got %d", ErrInvalid, uint32(math.MaxUint32), c.ImageTokenID)
 	}
 	switch c.Tokenize {
 	case "", TokenizeNone, TokenizeEngine:

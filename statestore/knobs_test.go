@@ -20,7 +20,7 @@ import (
 // TestKnobTableCoversConfig: every decision knob of PoolConfig and every Overrides field is in the table,
 // once, with a field pointer of its kind; names are unique; defaults are valid.
 func TestKnobTableCoversConfig(t *testing.T) {
-	gateway := map[string]bool{"models": true, "tokenizer": true, "chat_template": true, "tokenize": true}
+	gateway := map[string]bool{"models": true, "tokenizer": true, "chat_template": true, "tokenize": true, "image_token_id": true}
 	inTable := map[string]bool{}
 	shorts := map[string]bool{}
 	var c PoolConfig

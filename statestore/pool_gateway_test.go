@@ -22,6 +22,7 @@ func TestPoolGatewaySettings(t *testing.T) {
 			cfg.Tokenizer = "/models/llama/tokenizer.json"
 			cfg.ChatTemplate = "/models/llama/tokenizer_config.json"
 			cfg.Tokenize = statestore.TokenizeLocal
+			cfg.ImageTokenID = 151655
 			if err := st.PutPool(ctx, "gw", cfg); err != nil {
 				t.Fatal(err)
 			}
@@ -33,6 +34,7 @@ func TestPoolGatewaySettings(t *testing.T) {
 			want := statestore.DefaultPoolConfig(16)
 			want.Models = []string{"llama-3-8b", "llama-3-8b-instruct"}
 			want.Tokenizer, want.ChatTemplate, want.Tokenize = cfg.Tokenizer, cfg.ChatTemplate, cfg.Tokenize
+			want.ImageTokenID = 151655
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("got %+v\nwant %+v", got, want)
 			}
@@ -56,6 +58,12 @@ func TestPoolGatewaySettings(t *testing.T) {
 				}(),
 				func() statestore.PoolConfig { c := statestore.DefaultPoolConfig(16); c.Tokenize = "magic"; return c }(),
 				func() statestore.PoolConfig { c := statestore.DefaultPoolConfig(16); c.Tokenize = "local"; return c }(),
+				func() statestore.PoolConfig { c := statestore.DefaultPoolConfig(16); c.ImageTokenID = -1; return c }(),
+				func() statestore.PoolConfig {
+					c := statestore.DefaultPoolConfig(16)
+					c.ImageTokenID = 1 << 32
+					return c
+				}(),
 			} {
 				if err := st.PutPool(ctx, "gw", bad); !errors.Is(err, statestore.ErrInvalid) {
 					t.Fatalf("PutPool(%+v) = %v, want ErrInvalid", bad, err)

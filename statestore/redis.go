@@ -241,6 +241,7 @@ func (r *Redis) GetPool(ctx context.Context, pool string) (PoolConfig, error) {
 		return PoolConfig{}, unknownPool(pool)
 	}
 	cfg := PoolConfig{Models: decodeModels(m["models"]), Tokenizer: m["tok"], ChatTemplate: m["tpl"], Tokenize: m["tokm"]}
+	cfg.ImageTokenID, _ = strconv.ParseInt(m["itok"], 10, 64)
 	for _, k := range knobTable {
 		k.decode(&cfg, m[k.Short])
 	}
@@ -254,7 +255,8 @@ func gatewayFields(cfg PoolConfig) []string {
 	if cfg.Models == nil {
 		models = []byte("[]")
 	}
-	return []string{"models", string(models), "tok", cfg.Tokenizer, "tpl", cfg.ChatTemplate, "tokm", cfg.Tokenize}
+	return []string{"models", string(models), "tok", cfg.Tokenizer, "tpl", cfg.ChatTemplate, "tokm", cfg.Tokenize,
+		"itok", strconv.FormatInt(cfg.ImageTokenID, 10)}
 }
 
 func decodeModels(s string) []string {

@@ -32,6 +32,8 @@ func runMock(ctx context.Context, args []string) error {
 	maxBatched := fs.Int("max-num-batched-tokens", 0, "per-step token budget (default 8192)")
 	maxSeqs := fs.Int("max-num-seqs", 0, "most running requests (default 256)")
 	defMax := fs.Int("default-max-tokens", 16, "output tokens when a request sets no max_tokens")
+	multimodal := fs.Bool("multimodal", false, "accept image content parts in chat (URL or data URI, optional \"uuid\"): each expands to --image-tokens placeholder tokens (id 99, wrapped in 97/98), its identity is folded into the blocks it covers and published in BlockStored extra_keys like vLLM; pair with the pool knob image_token_id 99")
+	imageTokens := fs.Int("image-tokens", 32, "with --multimodal: placeholder tokens per image")
 	dropEvents := fs.Int("drop-events", 0, "fault: drop the next N event messages (replayable)")
 	dropProb := fs.Float64("drop-prob", 0, "fault: drop each event message with this probability")
 	dupEvents := fs.Int("duplicate-events", 0, "fault: publish the next N event messages twice")
@@ -66,6 +68,12 @@ func runMock(ctx context.Context, args []string) error {
 		return fmt.Errorf("--error-status %d: must be 4xx or 5xx", *errorStatus)
 	case *dropEvents < 0 || *dupEvents < 0 || *delayEvents < 0 || *slowMs < 0:
 		return fmt.Errorf("fault counts and delays must be >= 0")
+	case *imageTokens < 1:
+		return fmt.Errorf("--image-tokens %d: must be >= 1", *imageTokens)
+	}
+	imgToks := 0
+	if *multimodal {
+		imgToks = *imageTokens
 	}
 	port := func(base, off int) string {
 		if base == 0 {
@@ -88,7 +96,7 @@ func runMock(ctx context.Context, args []string) error {
 		cfg := mock.Config{
 			Name: name, Model: *model, Speedup: *speedup,
 			HTTPAddr: port(*httpPort, i), ZMQEndpoint: "tcp://" + port(*zmqPort, 2*i), ReplayEndpoint: replay,
-			ReplayBuffer: *replayBuf, DefaultMaxTokens: *defMax, ITLMs: *itlMs, Seed: *seed + uint64(i), Logger: logger,
+			ReplayBuffer: *replayBuf, DefaultMaxTokens: *defMax, ImageTokens: imgToks, ITLMs: *itlMs, Seed: *seed + uint64(i), Logger: logger,
 			Engine: engine.Options{BlockSize: *blockSize, NumBlocks: *numBlocks, MaxNumBatchedTokens: *maxBatched,
 				MaxNumSeqs: *maxSeqs, Salt: uint64(i + 1)},
 			Faults: mock.Faults{DropEvents: *dropEvents, DropProb: *dropProb, DuplicateEvents: *dupEvents,

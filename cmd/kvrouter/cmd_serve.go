@@ -30,7 +30,8 @@ var poolKnobFlags = func() []poolKnobFlag {
 	}
 	return append(out,
 		poolKnobFlag{"models", "list", "gateway: comma-separated model names the pool serves (a request's \"model\" picks the pool; default none)"},
-		poolKnobFlag{"tokenize", "string", "gateway: how prompts become token ids: local (the pool's tokenizer), engine (a worker's /tokenize) or none (load-only routing); default local with a tokenizer, else none"})
+		poolKnobFlag{"tokenize", "string", "gateway: how prompts become token ids: local (the pool's tokenizer), engine (a worker's /tokenize) or none (load-only routing); default local with a tokenizer, else none"},
+		poolKnobFlag{"image_token_id", "int", "gateway: the token id an image expands to in the engines' prompts (with tokenize engine, images' spans are runs of it and their identity is folded into block hashes; default 0 = images route by load only)"})
 }()
 
 type poolKnobFlag struct{ knob, kind, help string }

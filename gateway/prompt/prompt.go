@@ -14,7 +14,11 @@
 // (BOS, message normalisation, caches) are in docs/API.md "Gateway: tokens for routing".
 package prompt
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/kvrouter/kvrouter/blockhash"
+)
 
 // Kind is the OpenAI endpoint a body belongs to.
 type Kind uint8
@@ -42,6 +46,12 @@ type Result struct {
 	// Known is false when no tokenizer applies: route by load only (header x-kvrouter-overlap: unknown).
 	Known  bool
 	Source Source
+	// MMItems are the prompt's images (identity and placeholder span), when Known; the router folds
+	// them into the blocks they cover.
+	MMItems []blockhash.MMItem
+	// Body, when not nil, is the body to forward instead of the request's: the gateway assigned the
+	// images' uuids (see engineChat). Set whether or not the tokens are known.
+	Body []byte
 }
 
 // ErrBadRequest marks errors in the request body: not JSON, fields of the wrong type, a

@@ -221,15 +221,11 @@ func (r *Resolver) Tokens(ctx context.Context, req Request) (Result, error) {
 		case statestore.TokenizeLocal:
 			return r.localChat(req.Config, d)
 		case statestore.TokenizeEngine:
-			if _, err := parseChat(d, false); err != nil {
+			cr, err := parseChat(d, false)
+			if err != nil {
 				return unknown, err // the same validation as the local path
 			}
-			tr, err := engineChatRequest(req.Body, model)
-			if err != nil {
-				return unknown, err
-			}
-			ids, err := r.engineTokens(ctx, req.Pool, req.EngineURL, tr)
-			return known(ids, SourceEngine, err)
+			return r.engineChat(ctx, req, model, cr.multimodal)
 		}
 		return unknown, nil
 	}

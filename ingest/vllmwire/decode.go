@@ -100,7 +100,7 @@ func (r *reader) mapKey() (key string, ok bool, err error) {
 	if err != nil {
 		return "", false, err
 	}
-	if c&0xe0 == 0xa0 || c == mpStr8 || c == mpStr16 || c == mpStr32 {
+	if isStrType(c) {
 		key, err = r.readString()
 		return key, err == nil, err
 	}
@@ -164,7 +164,7 @@ func (r *reader) eventArray(ev *Event) error {
 	switch tag {
 	case TagStored:
 		ev.Kind = KindStored
-		// extra_keys is decoded as "skip": it is the last slot whose position is stable.
+		// extra_keys is the last slot whose position is stable; later slots are skipped.
 		fields = storedFields
 		if n < 5 {
 			return errMalformed("%s has %d slots, want at least 5", tag, n)
@@ -299,10 +299,126 @@ func (r *reader) field(ev *Event, name string) error {
 		case !r.readNil():
 			ev.LoRAName, err = r.readString()
 		}
-	default: // extra_keys and anything newer: skipped unread
+	case "extra_keys":
+		ev.ExtraKeys, err = r.extraKeys()
+	default: // anything newer: skipped unread
 		err = r.skip(3)
 	}
 	return err
+}
+
+// extraKeys decodes BlockStored.extra_keys: nil, or a list with one entry per block, each nil or a
+// tuple of keys. It is lenient about shapes: an entry or element it does not know is skipped (its
+// nesting still bounded), since extra_keys carries engine-private data beside multimodal items and a
+// newer engine may add kinds; only a broken msgpack value fails the batch.
+func (r *reader) extraKeys() ([][]ExtraKey, error) {
+	if r.readNil() {
+		return nil, nil
+	}
+	if !r.isArray() {
+		return nil, r.skip(3)
+	}
+	n, err := r.readArrayLen()
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]ExtraKey, 0, min(n, initialCap))
+	for i := range n {
+		keys, err := r.blockExtraKeys()
+		if err != nil {
+			return nil, fmt.Errorf("[%d]: %w", i, err)
+		}
+		out = append(out, keys)
+	}
+	return out, nil
+}
+
+// blockExtraKeys decodes one block's entry: nil or a tuple of keys (any other value is skipped).
+func (r *reader) blockExtraKeys() ([]ExtraKey, error) {
+	if r.readNil() {
+		return nil, nil
+	}
+	if !r.isArray() {
+		return nil, r.skip(4)
+	}
+	m, err := r.readArrayLen()
+	if err != nil {
+		return nil, err
+	}
+	var keys []ExtraKey
+	for j := range m {
+		k, ok, err := r.extraKey()
+		if err != nil {
+			return nil, fmt.Errorf("[%d]: %w", j, err)
+		}
+		if ok {
+			keys = append(keys, k)
+		}
+	}
+	return keys, nil
+}
+
+// extraKey decodes one element of a block's tuple: a str (kept), an [identifier str, offset int] pair
+// (kept, Pair), anything else (bytes, numbers, other shapes: skipped, ok false).
+func (r *reader) extraKey() (ExtraKey, bool, error) {
+	c, err := r.peek()
+	if err != nil {
+		return ExtraKey{}, false, err
+	}
+	if isStrType(c) {
+		s, err := r.readString()
+		return ExtraKey{Identifier: s}, err == nil, err
+	}
+	if !r.isArray() {
+		return ExtraKey{}, false, r.skip(4)
+	}
+	n, err := r.readArrayLen()
+	if err != nil {
+		return ExtraKey{}, false, err
+	}
+	if n != 2 {
+		for range n {
+			if err := r.skip(5); err != nil {
+				return ExtraKey{}, false, err
+			}
+		}
+		return ExtraKey{}, false, nil
+	}
+	k := ExtraKey{Pair: true}
+	idOK, offOK := false, false
+	if c, err = r.peek(); err == nil {
+		if isStrType(c) {
+			k.Identifier, err = r.readString()
+			idOK = err == nil
+		} else {
+			err = r.skip(5)
+		}
+	}
+	if err == nil {
+		if c, err = r.peek(); err == nil {
+			if isIntType(c) {
+				var bits uint64
+				bits, _, err = r.readInteger()
+				k.Offset, offOK = int64(bits), err == nil
+			} else {
+				err = r.skip(5)
+			}
+		}
+	}
+	if err != nil {
+		return ExtraKey{}, false, err
+	}
+	return k, idOK && offOK, nil
+}
+
+// isIntType reports whether c starts a msgpack integer.
+func isIntType(c byte) bool {
+	return c <= 0x7f || c >= 0xe0 || (c >= mpUint8 && c <= mpInt64)
+}
+
+// isStrType reports whether c starts a msgpack str (not bin).
+func isStrType(c byte) bool {
+	return c&0xe0 == 0xa0 || c == mpStr8 || c == mpStr16 || c == mpStr32
 }
 
 func (r *reader) hashes() ([]uint64, error) {

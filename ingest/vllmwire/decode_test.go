@@ -55,6 +55,8 @@ func TestDecodeFixtures(t *testing.T) {
 			TokenIDs:  []uint32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12},
 			BlockSize: 4,
 			Medium:    "GPU",
+			// Block 1's tuple is a bare string and an int: the string is kept, the int dropped.
+			ExtraKeys: [][]ExtraKey{nil, {{Identifier: "mm-img-0"}}, nil},
 		}}}},
 		{"array_removed_cleared.msgpack", Batch{TS: 1700000003.75, Events: []Event{
 			{Kind: KindRemoved, BlockHashes: []uint64{1, 200}, Medium: "CPU_TIER1"},
@@ -87,11 +89,25 @@ func TestDecodeFixtures(t *testing.T) {
 			{Kind: KindRemoved, BlockHashes: []uint64{21}, Medium: "DISK"},
 			{Kind: KindCleared},
 		}}},
+		{"array_stored_mm_extra_keys.msgpack", Batch{TS: 1700000007.0, Events: []Event{{
+			Kind:        KindStored,
+			BlockHashes: []uint64{1, 2, 3},
+			TokenIDs:    []uint32{5, 6, 7, 8, 9, 10},
+			BlockSize:   2,
+			Medium:      "GPU",
+			LoRAName:    "sql-lora",
+			ExtraKeys: [][]ExtraKey{
+				{{Identifier: "sql-lora"}, {Identifier: sha256A, Pair: true, Offset: 1}, {Identifier: "salt-1"}},
+				{{Identifier: "sql-lora"}, {Identifier: sha256A, Pair: true, Offset: -1}, {Identifier: "img-b", Pair: true, Offset: 1}},
+				{{Identifier: sha256B}},
+			},
+		}}}},
 		{"map_no_dp_unknown_keys.msgpack", Batch{TS: 1700000006.125, Events: []Event{{
 			Kind:        KindStored,
 			BlockHashes: []uint64{4814299736571553012},
 			TokenIDs:    []uint32{7, 8},
 			BlockSize:   2,
+			ExtraKeys:   [][]ExtraKey{nil},
 		}}}},
 	}
 	for _, tc := range cases {
@@ -232,3 +248,9 @@ func TestDecodeErrors(t *testing.T) {
 		})
 	}
 }
+
+// Hex SHA-256 of "a" and "b": the multimodal identifiers of array_stored_mm_extra_keys.msgpack.
+const (
+	sha256A = "ca978112ca1bbdcafac231b39a23dc4da786eff8147c4e72b9807785afee48bb"
+	sha256B = "3e23e8160039594a33894f6564e1b1348bbd7a0088d42c4acb73eeaed59c009d"
+)

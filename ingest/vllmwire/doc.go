@@ -13,6 +13,10 @@
 //	AllBlocksCleared ["AllBlocksCleared", …]
 //	            or maps {"type": "BlockStored", "block_hashes": …, …}
 //
+// extra_keys is one entry per block: nil, or a tuple of the LoRA name, the multimodal items overlapping
+// the block ([identifier, offset] pairs in vLLM 0.19+, bare identifiers before), the cache_salt and
+// prompt-embedding digests; its strings and pairs decode into Event.ExtraKeys, other elements are
+// skipped (the ingest decides which are multimodal items, docs/API.md "Multimodal block identity").
 // Positional slots past extra_keys (group_idx, kv_cache_spec_kind, … in newer vLLM) are skipped
 // unread: their meaning changes between versions. Unknown map keys are skipped too, and events with an
 // unknown tag decode as KindUnknown (kept so a caller can count them) instead of failing the batch.

@@ -45,8 +45,9 @@ func (o EncodeOptions) Validate() error {
 }
 
 // Encode returns the payload vLLM would publish for b (msgspec, omit_defaults=True): the dp rank slot
-// or key is omitted when !HasDPRank; Stored events carry every field up to lora_name (extra_keys,
-// which defaults to nil, is omitted); nil stands for a missing parent, LoRA id, medium or LoRA name.
+// or key is omitted when !HasDPRank; Stored events carry every field up to lora_name, and extra_keys
+// too when the event has any (it defaults to nil: omitted otherwise); nil stands for a missing parent,
+// LoRA id, medium or LoRA name, and for a block without extra keys.
 func Encode(b Batch, opts EncodeOptions) ([]byte, error) {
 	return AppendEncode(nil, b, opts)
 }
@@ -92,7 +93,10 @@ func appendEvent(dst []byte, ev *Event, opts EncodeOptions) []byte {
 	var names []string
 	switch ev.Kind {
 	case KindStored:
-		names = storedFields[:7] // extra_keys defaults to nil: omitted
+		names = storedFields[:7] // extra_keys defaults to nil: omitted when the event has none
+		if ev.ExtraKeys != nil {
+			names = storedFields[:8]
+		}
 	case KindRemoved:
 		names = removedFields
 	}
@@ -140,6 +144,24 @@ func appendField(dst []byte, ev *Event, name string, h HashEncoding) []byte {
 		dst = appendOptString(dst, ev.Medium)
 	case "lora_name":
 		dst = appendOptString(dst, ev.LoRAName)
+	case "extra_keys":
+		dst = appendArrayHeader(dst, len(ev.ExtraKeys))
+		for _, keys := range ev.ExtraKeys {
+			if keys == nil {
+				dst = appendNil(dst)
+				continue
+			}
+			dst = appendArrayHeader(dst, len(keys))
+			for _, k := range keys {
+				if k.Pair {
+					dst = appendArrayHeader(dst, 2)
+					dst = appendString(dst, k.Identifier)
+					dst = appendInt(dst, k.Offset)
+					continue
+				}
+				dst = appendString(dst, k.Identifier)
+			}
+		}
 	}
 	return dst
 }

@@ -40,6 +40,18 @@ func genEvent(t *rapid.T) Event {
 		}
 		ev.Medium = media.Draw(t, "medium")
 		ev.LoRAName = rapid.StringN(0, 40, 40).Draw(t, "loraName")
+		if rapid.Bool().Draw(t, "hasExtraKeys") {
+			ev.ExtraKeys = make([][]ExtraKey, rapid.IntRange(1, 4).Draw(t, "extraBlocks"))
+			for i := range ev.ExtraKeys {
+				for range rapid.IntRange(0, 3).Draw(t, "extraKeys") {
+					k := ExtraKey{Identifier: rapid.StringN(0, 70, 70).Draw(t, "identifier"), Pair: rapid.Bool().Draw(t, "pair")}
+					if k.Pair {
+						k.Offset = rapid.Int64().Draw(t, "offset")
+					}
+					ev.ExtraKeys[i] = append(ev.ExtraKeys[i], k)
+				}
+			}
+		}
 		return ev
 	case 1:
 		return Event{

@@ -66,4 +66,23 @@ type Event struct {
 	Medium string
 	// LoRAName is the adapter name (Stored); empty for the base model.
 	LoRAName string
+	// ExtraKeys are vLLM's per-block extra hash keys (Stored; nil when the event has none): one entry
+	// per block hash, nil for a block without keys. Only the string-like keys are kept (see ExtraKey);
+	// prompt-embedding digests (bytes), numbers and shapes this package does not know are dropped.
+	ExtraKeys [][]ExtraKey
+}
+
+// ExtraKey is one string-like element of a block's extra_keys tuple. vLLM (kv_cache_utils.py
+// generate_block_hash_extra_keys) builds the tuple as LoRA name, then the multimodal items overlapping
+// the block, then cache_salt (first block only), then prompt-embedding digests. A multimodal item is
+// its identifier string (vLLM before 0.19) or an (identifier, start offset in the block) pair (0.19+).
+type ExtraKey struct {
+	// Identifier is the string: a multimodal item's identifier (mm_hash or the request's uuid), or,
+	// when !Pair, possibly a LoRA name or a cache_salt.
+	Identifier string
+	// Pair is true when the element was an [identifier, offset] pair: certainly a multimodal item.
+	Pair bool
+	// Offset is the item's first placeholder token relative to the block's first token (negative when
+	// the item started in an earlier block); meaningful only when Pair.
+	Offset int64
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kvrouter/kvrouter/blockhash"
 	"github.com/kvrouter/kvrouter/core"
 	"github.com/kvrouter/kvrouter/statestore"
 )
@@ -128,6 +129,8 @@ func TestBadInput(t *testing.T) {
 		{"POST", "/v1/route", `{"isl":99999999999}`, 400, "max_prompt_tokens"},
 		{"POST", "/v1/route", `{"local_hashes":["x"]}`, 400, "64-bit"},
 		{"POST", "/v1/route", `{"nope":1}`, 400, `unknown field "nope"`},
+		{"POST", "/v1/route", `{"token_ids":[1,2],"mm_items":[{"hash":1,"offset":1,"length":2}]}`, 400, "mm_items[0]"},
+		{"POST", "/v1/route", `{"token_ids":[1,2],"mm_items":[{"hash":1,"offset":0,"length":1,"x":0}]}`, 400, `unknown field "x"`},
 		{"POST", "/v1/route", `{} {}`, 400, "after the JSON"},
 		{"POST", "/v1/route", `{"pool":"missing"}`, 404, "unknown pool"},
 		{"POST", "/v1/route", `{"random":7,"isl":16}`, 400, "random"},
@@ -277,5 +280,29 @@ func TestWorkerHealthListing(t *testing.T) {
 	}
 	if r = do(a, "POST", "/v1/route", `{"token_ids":[1,2,3,4]}`, nil); r.Status != 200 || !strings.Contains(string(r.Body), `"worker_id":"w1"`) {
 		t.Fatalf("route: %d %s", r.Status, r.Body)
+	}
+}
+
+// TestRouteMMItems: mm_items make the blocks an image covers its own. Worker w1 caches a 2-block prompt
+// with image 5 in block 1 (local hashes as the ingest folds them); the same tokens with image 5 match
+// both blocks, with image 6 only the text block.
+func TestRouteMMItems(t *testing.T) {
+	a := newTestAPI(t)
+	toks := []uint32{1, 2, 3, 4, 9, 9, 9, 9}
+	local := blockhash.LocalHashesMM(nil, toks, 4, blockhash.Seed, []blockhash.MMItem{{Hash: 5, Offset: 4, Length: 4}})
+	ev := fmt.Sprintf(`{"worker_id":"w1","event":{"event_id":1,"data":{"stored":{"parent_hash":null,"blocks":[{"block_hash":10,"tokens_hash":%d},{"block_hash":11,"tokens_hash":%d}]}}}}`, local[0], local[1])
+	if r := do(a, "POST", "/v1/events", ev, nil); r.Status != 200 {
+		t.Fatalf("events: %d %s", r.Status, r.Body)
+	}
+	for image, want := range map[int]int{5: 2, 6: 1} {
+		body := fmt.Sprintf(`{"token_ids":[1,2,3,4,9,9,9,9],"mm_items":[{"hash":%d,"offset":4,"length":4}],"pinned_worker":"w1"}`, image)
+		r := do(a, "POST", "/v1/route/explain", body, nil)
+		var ex statestore.Explanation
+		if r.Status != 200 || json.Unmarshal(r.Body, &ex) != nil {
+			t.Fatalf("explain: %d %s", r.Status, r.Body)
+		}
+		if got := ex.Decision.OverlapBlocks; got != want {
+			t.Errorf("image %d: overlap %d on w1, want %d", image, got, want)
+		}
 	}
 }

@@ -39,20 +39,18 @@ type completionRequest struct {
 	chatOptions
 }
 
-// promptTokens turns the request into token ids.
-func (c *completionRequest) promptTokens(chat bool) ([]uint32, error) {
+// promptTokens turns the request into token ids and its images (chat with Config.ImageTokens > 0).
+func (c *completionRequest) promptTokens(chat bool, imageTokens int) ([]uint32, []mmItem, error) {
 	if !chat {
-		return promptIDs(c.Prompt)
+		ids, err := promptIDs(c.Prompt)
+		return ids, nil, err
 	}
 	gen, err := c.generationPrompt()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	text, err := renderChat(c.Messages, gen)
-	if err != nil {
-		return nil, err
-	}
-	return Tokenize(text), nil
+	p, err := renderChat(c.Messages, gen, imageTokens)
+	return p.toks, p.items, err
 }
 
 // outputText is the deterministic text of output tokens [from, to) of a prompt.
@@ -137,7 +135,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, chat bool) {
 		writeError(w, status, "injected fault")
 		return
 	}
-	toks, err := req.promptTokens(chat)
+	toks, items, err := req.promptTokens(chat, s.cfg.ImageTokens)
 	if err != nil {
 		writeError(w, 400, err.Error())
 		return
@@ -160,7 +158,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, chat bool) {
 	if !ok {
 		return
 	}
-	q, err := s.submit(toks, maxTok)
+	q, err := s.submit(toks, items, maxTok)
 	if err != nil {
 		if errors.Is(err, engine.ErrTooLong) {
 			writeError(w, 400, "prompt too long: "+err.Error())

@@ -7,7 +7,8 @@
 // # HTTP endpoints (one engine per listener)
 //
 //	POST /v1/completions        prompt: string, or token ids ([]int, as vLLM accepts); max_tokens; stream
-//	POST /v1/chat/completions   messages [{role, content}]; max_tokens | max_completion_tokens; stream;
+//	POST /v1/chat/completions   messages [{role, content}] (content: a string or parts: text, and images
+//	                            with Config.ImageTokens); max_tokens | max_completion_tokens; stream;
 //	                            add_generation_prompt (default true), continue_final_message
 //	POST /tokenize              vLLM's: {model?, prompt, add_special_tokens?} or {model?, messages,
 //	                            add_generation_prompt?, continue_final_message?, add_special_tokens?},
@@ -47,6 +48,18 @@
 // (the default, as vLLM's), so a conversation's next request extends the previous one's tokens.
 // POST /tokenize runs the very same functions: its ids are those a completion of that prompt or
 // those messages is served with (the gateway's `tokenize: engine` relies on it).
+//
+// # Multimodal (Config.ImageTokens, `kvrouter mock --multimodal`)
+//
+// Chat content parts of type "image_url" (or "input_image", or untyped with an "image_url" key; the
+// URL an http(s) URL or a data URI, or absent when a "uuid" is given) expand in place to
+// ImageStartToken (97), ImageTokens × ImageTokenID (99), ImageEndToken (98) — the shape of Qwen2-VL's
+// <|vision_start|><|image_pad|>…<|vision_end|>; the run of 99 is the image's span. The image's
+// identifier is the part's "uuid" as given (vLLM's multi_modal_uuids), else blockhash.MMIdentifier of
+// its URL (what the gateway would assign). Blocks overlapping the span fold the identifier's hash into
+// their block hash (so different images are different cached blocks) and BlockStored carries
+// extra_keys like vLLM 0.19+: per block None or a tuple of (identifier, offset of the image in the
+// block) pairs. Without ImageTokens, image parts are ignored.
 //
 // # KV events
 //

@@ -43,6 +43,11 @@ type Config struct {
 	// more in a busy batch. A larger ITL only delays the answer: the engine still computes at its own
 	// pace and releases the request's KV blocks when it has sampled the last token.
 	ITLMs float64
+	// ImageTokens enables multimodal chat (`kvrouter mock --multimodal`): each image content part
+	// expands to ImageStartToken, ImageTokens × ImageTokenID, ImageEndToken; the blocks its run covers
+	// fold its identity (the part's uuid, else blockhash.MMIdentifier of its URL) and BlockStored
+	// publishes it in extra_keys as vLLM 0.19+ does. Default 0: image parts are ignored (text only).
+	ImageTokens int
 	// DefaultMaxTokens is the output length when a request gives no max_tokens; default 16.
 	DefaultMaxTokens int
 	// MaxTokensLimit caps max_tokens (400 above); default 8192.
@@ -148,6 +153,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("mock: dp rank %d must be >= 0", c.DPRank)
 	case c.DefaultMaxTokens < 1 || c.MaxTokensLimit < 1:
 		return errors.New("mock: max tokens must be >= 1")
+	case c.ImageTokens < 0:
+		return fmt.Errorf("mock: image tokens %d must be >= 0", c.ImageTokens)
 	case c.ReplayBuffer < 0:
 		return errors.New("mock: replay buffer must be >= 0")
 	case c.ITLMs < 0 || math.IsInf(c.ITLMs, 0) || c.ITLMs != c.ITLMs:
@@ -173,7 +180,7 @@ var (
 type request struct {
 	id       uint64
 	tokens   []uint32
-	locals   []uint64
+	blocks   []uint64 // engine hashes of the prompt's full blocks (blockTok keys)
 	output   int
 	cached   int // prefix cache hit at first admission, tokens
 	admitted bool
@@ -199,7 +206,7 @@ type Engine struct {
 	gen      uint64 // bumped by Restart; results of an older generation are discarded
 	nextID   uint64
 	reqs     map[uint64]*request
-	blockTok map[uint64]*tokRef // local hash → tokens of a block of a request in flight
+	blockTok map[uint64]*tokRef // engine hash → tokens and extra keys of a block of a request in flight
 	inStep   bool               // a step's results are pending delivery
 	faults   Faults
 	rng      *rand.Rand
@@ -222,6 +229,7 @@ type Engine struct {
 
 type tokRef struct {
 	tokens []uint32
+	extra  []vllmwire.ExtraKey // the block's multimodal extra keys (nil: none)
 	refs   int
 }
 
@@ -322,15 +330,21 @@ func (e *Engine) Close() error {
 	return e.pub.Close()
 }
 
-// submit queues a request; the returned request's channels report its progress.
-func (e *Engine) submit(tokens []uint32, maxTokens int) (*request, error) {
+// submit queues a request; the returned request's channels report its progress. Blocks that overlap
+// an image fold its identity into their hash (so different images are different blocks) and carry
+// its [identifier, offset] extra key.
+func (e *Engine) submit(tokens []uint32, items []mmItem, maxTokens int) (*request, error) {
 	bs := e.cfg.Engine.BlockSize
-	locals := blockhash.LocalHashes(nil, tokens, bs, blockhash.Seed)
+	var hashed []blockhash.MMItem
+	for _, it := range items {
+		hashed = append(hashed, blockhash.MMItem{Hash: blockhash.MMIdentifierHash(it.identifier), Offset: it.offset, Length: it.length})
+	}
+	locals := blockhash.LocalHashesMM(nil, tokens, bs, blockhash.Seed, hashed)
 	seqs := blockhash.Sequence(nil, locals)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.nextID++
-	r := &request{id: e.nextID, tokens: tokens, locals: locals, output: maxTokens,
+	r := &request{id: e.nextID, tokens: tokens, output: maxTokens,
 		progress: make(chan struct{}, 1), first: make(chan struct{}), done: make(chan struct{})}
 	err := e.eng.Submit(engine.Request{ID: r.id, InputTokens: len(tokens), OutputTokens: maxTokens,
 		SeqHashes: seqs, LocalHashes: locals}, e.vnow())
@@ -338,16 +352,33 @@ func (e *Engine) submit(tokens []uint32, maxTokens int) (*request, error) {
 		return nil, err
 	}
 	e.reqs[r.id] = r
-	for i, l := range locals {
-		if t := e.blockTok[l]; t != nil {
+	// Keyed by engine hash (one per prefix position), not by local hash: two blocks of identical tokens
+	// and image (the middle of a long image) still carry their own offsets.
+	r.blocks = make([]uint64, len(seqs))
+	for i, sq := range seqs {
+		h := e.eng.Pool().EngineHash(sq)
+		r.blocks[i] = h
+		if t := e.blockTok[h]; t != nil {
 			t.refs++
 		} else {
-			e.blockTok[l] = &tokRef{tokens: tokens[i*bs : (i+1)*bs], refs: 1}
+			e.blockTok[h] = &tokRef{tokens: tokens[i*bs : (i+1)*bs], extra: blockExtraKeys(items, i*bs, bs), refs: 1}
 		}
 	}
 	e.promptTokens.Add(uint64(len(tokens)))
 	notify(e.wake)
 	return r, nil
+}
+
+// blockExtraKeys are the extra keys vLLM 0.19+ publishes for the block starting at token start: one
+// (identifier, offset in the block) pair per image overlapping it; nil when none does.
+func blockExtraKeys(items []mmItem, start, bs int) []vllmwire.ExtraKey {
+	var keys []vllmwire.ExtraKey
+	for _, it := range items {
+		if it.offset < start+bs && it.offset+it.length > start {
+			keys = append(keys, vllmwire.ExtraKey{Identifier: it.identifier, Pair: true, Offset: int64(it.offset - start)})
+		}
+	}
+	return keys
 }
 
 // abort drops a request the client no longer waits for (vLLM aborts it on disconnect): the engine
@@ -375,10 +406,10 @@ func (e *Engine) progressOf(r *request) (generated int, firstAt time.Time, err e
 
 // releaseTokens drops a finished request's block tokens. e.mu held.
 func (e *Engine) releaseTokens(r *request) {
-	for _, l := range r.locals {
-		if t := e.blockTok[l]; t != nil {
+	for _, h := range r.blocks {
+		if t := e.blockTok[h]; t != nil {
 			if t.refs--; t.refs == 0 {
-				delete(e.blockTok, l)
+				delete(e.blockTok, h)
 			}
 		}
 	}
@@ -480,13 +511,19 @@ func (e *Engine) encode(evs []engine.Event) []byte {
 				TokenIDs: make([]uint32, 0, len(ev.Blocks)*bs)}
 			for i, blk := range ev.Blocks {
 				w.BlockHashes[i] = blk.EngineHash
-				t := e.blockTok[blk.LocalHash]
+				t := e.blockTok[blk.EngineHash]
 				if t == nil { // cannot happen: stored blocks belong to requests in flight
 					e.log.Error("mock: stored block without tokens", "local_hash", blk.LocalHash)
 					w.TokenIDs = append(w.TokenIDs, make([]uint32, bs)...)
 					continue
 				}
 				w.TokenIDs = append(w.TokenIDs, t.tokens...)
+				if t.extra != nil {
+					if w.ExtraKeys == nil {
+						w.ExtraKeys = make([][]vllmwire.ExtraKey, len(ev.Blocks))
+					}
+					w.ExtraKeys[i] = t.extra
+				}
 			}
 			b.Events = append(b.Events, w)
 		case engine.EventRemoved:

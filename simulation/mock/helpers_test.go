@@ -177,3 +177,17 @@ func promptWords(offset, n int) string {
 	}
 	return strings.Join(w, " ")
 }
+
+// toMessages converts test messages to the mock's chat messages.
+func toMessages(t *testing.T, msgs []map[string]any) []chatMessage {
+	t.Helper()
+	b, err := json.Marshal(msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []chatMessage
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}

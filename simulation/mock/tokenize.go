@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"strings"
 )
 
 // tokenizeRequest is the union of vLLM's TokenizeCompletionRequest {model, prompt, add_special_tokens,
@@ -39,27 +38,30 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 	if _, ok := s.servedModel(w, req.Model); !ok {
 		return
 	}
-	var text string
+	var p renderedPrompt
 	switch {
 	case req.Messages != nil:
 		gen, err := req.generationPrompt()
 		if err == nil {
-			text, err = renderChat(req.Messages, gen)
+			p, err = renderChat(req.Messages, gen, s.cfg.ImageTokens)
 		}
 		if err != nil {
 			writeError(w, 400, err.Error())
 			return
 		}
 	case req.Prompt != nil:
-		text = *req.Prompt
+		p.text(*req.Prompt)
 	default:
 		writeError(w, 400, "prompt or messages: required")
 		return
 	}
-	resp := tokenizeResponse{Tokens: Tokenize(text), MaxModelLen: s.maxModelLen()}
+	resp := tokenizeResponse{Tokens: p.toks, MaxModelLen: s.maxModelLen()}
+	if resp.Tokens == nil {
+		resp.Tokens = []uint32{}
+	}
 	resp.Count = len(resp.Tokens)
 	if req.ReturnTokenStrs {
-		resp.TokenStrs = strings.Fields(text)
+		resp.TokenStrs = p.strs
 	}
 	writeJSON(w, 200, resp)
 }
