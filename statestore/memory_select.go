@@ -1,0 +1,175 @@
+package statestore
+
+import "sort"
+
+// Sublinear exact selection in the memory store (issue 15). With temperature 0 the full scan
+// (evaluate) picks the minimum cost among the eligible ranks, the k tied minima split by floor(r·k) in
+// candidate order. chooseFast finds the same minimum and the same tie set without visiting every rank:
+//
+//   - a rank holding part of the prompt (a "holder": found through the index, O(holders)) is costed
+//     exactly with Cost;
+//   - a rank holding none has credit 0, so its cost depends only on its loads: the pool keeps every rank
+//     ordered by its load score (byKey, memory_loadorder.go), and the walk reads that order from the head
+//     only as far as a rank could still cost no more than the minimum found so far;
+//   - the credit decay's reference, min active_prefill_tokens over the eligible ranks, is read exactly
+//     from the head of byPrefill (an integer order) when a holder's device credit needs it;
+//   - a live session binding to an eligible rank wins as in the full scan.
+//
+// Proof that the walk reads every rank of the minimum (u = 2^-53, the unit roundoff). Let σ =
+// prefill_load_scale, ρ = decode_active_request_weight, b = block_size, I = isl, Q = required_blocks, and
+// for a non-holder w with loads (P, D, R): S_w = σ·P/b + D + ρ·R and C = σ·I/b + Q in exact arithmetic;
+// its true cost is T_w = S_w + C (every credit term multiplies a zero block count, so credit is exactly
+// 0 and max(raw − 0, 0) = raw). Every term is ≥ 0; integers are < 2^53 (exact as float64); σ and ρ are 0 or
+// in [1e-200, 1e9] (safeKnob), so no product or sum underflows to a subnormal or overflows. Each term of
+// Cost's result passes through at most 4 roundings (division, product, two sums; a fused multiply-add
+// only removes roundings), each a factor in [1−u, 1+u], so the computed cost_w ≥ (1−u)^4·T_w. The stored
+// key K_w = loadKey is within the same factors of S_w: S_w ≥ K_w/(1+u)^4. The walk's bound with
+// s = 1 − 2^-40, lb(K) = ((K·s + cLo)·s) with cLo = (σ·(I/b) + Q)·s, all rounded, satisfies
+// lb(K_w) ≤ s²(1+u)^10·(S_w + C) ≤ (1−u)^4·T_w ≤ cost_w, because s² ≤ 1 − 2^-39 while
+// (1+u)^10/(1−u)^4 < 1 + 2^-48. Rounding is monotone, so lb is non-decreasing in K. The walk visits ranks
+// by ascending K and stops at the first rank with lb(K) > m, m the least exact cost seen so far (holders
+// included): every unvisited rank w' has cost_w' ≥ lb(K_w') ≥ lb(K) > m, so it is neither below nor tied
+// with the minimum. m only decreases as the walk goes on, so the stop stays valid, and the minimum and
+// its whole tie set are among the ranks costed exactly — the same costs, bit for bit, the full scan
+// computes (Cost with the same inputs), hence the same pick.
+//
+// Cost: O(holders + ranks skipped by the filter before the bound + ties·log), independent of the pool's
+// size when few ranks are filtered and costs are not tied. It is not sublinear when many ranks are tied
+// at the minimum (an idle pool: all are read, and the floor(r·k) rule needs them all) or when the head of
+// the order is full of filtered ranks (busy, dead, excluded, unhealthy). The full scan still runs for:
+//   - temperature > 0: the softmax needs every eligible cost (O(ranks) per decision, exact);
+//   - a request overriding prefill_load_scale or decode_active_request_weight (the order is by the pool's
+//     values), or knobs outside safeKnob's range;
+//   - no eligible rank (the error names every filter reason, which needs every rank).
+//
+// A pinned worker or an allow-list of at most universeMax workers scans just those workers' ranks (the
+// others are all filtered), with the full scan's own code.
+
+// universeMax is the largest allow-list scanned worker by worker; a longer one walks the load order
+// with the allow-list as a filter. A variable so that tests exercise both.
+var universeMax = 64
+
+// slack is s = 1 − 2^-40 of the proof above.
+const slack = 1 - 0x1p-40
+
+// safeKnob reports whether a cost knob keeps the proof's terms away from subnormals.
+func safeKnob(v float64) bool { return v == 0 || (v >= 1e-200 && v <= MaxKnob) }
+
+// chooseFast returns the decision evaluate would reach with one candidate (the chosen one), or nil when
+// the full scan must run (see above).
+func (p *memPool) chooseFast(req *RouteRequest, now int64) *evaluation {
+	cfg := req.Overrides.Apply(p.cfg)
+	if cfg.Temperature > 0 || cfg.PrefillLoadScale != p.cfg.PrefillLoadScale ||
+		cfg.DecodeActiveRequestWeight != p.cfg.DecodeActiveRequestWeight ||
+		!safeKnob(cfg.PrefillLoadScale) || !safeKnob(cfg.DecodeActiveRequestWeight) {
+		return nil
+	}
+	if ranks, ok := p.universe(req); ok {
+		if e := p.evaluateOver(req, now, ranks); e.chosen >= 0 {
+			return e
+		}
+		return nil
+	}
+	f := newRouteFilter(req, &cfg)
+	e := &evaluation{cfg: cfg, required: RequiredBlocks(req.ISL, cfg.BlockSize), chosen: -1}
+	ov := p.overlaps(req.SeqHashes, now)
+	in := CostInput{Cfg: cfg, ISL: req.ISL, RequiredBlocks: e.required}
+	needMin := func(o Overlap) bool {
+		dev, _, _, _ := o.Effective()
+		return dev > 0 && cfg.OverlapScoreCreditDecay > 0 && e.required > 0
+	}
+	minKnown := false
+	costOf := func(c *evalCand) {
+		if !minKnown && needMin(c.ov) {
+			in.MinPrefill, minKnown = p.minEligiblePrefill(&f, now), true
+		}
+		in.Overlap, in.Load = c.ov, c.rank.load
+		c.cost, c.credit = Cost(in)
+	}
+	if r := p.boundRank(req, &cfg, now); r != nil && p.filterReason(r, &f, now) == "" {
+		c := evalCand{rank: r, ov: ov[r.idx.slot]}
+		costOf(&c)
+		e.cands, e.chosen, e.session = []evalCand{c}, 0, true
+		return e
+	}
+	holders := make([]evalCand, 0, len(ov))
+	for s, o := range ov {
+		if r := p.slots[s]; p.filterReason(r, &f, now) == "" {
+			holders = append(holders, evalCand{rank: r, ov: o})
+		}
+	}
+	m, found := 0.0, false
+	var tied []evalCand
+	consider := func(c evalCand) {
+		costOf(&c)
+		switch {
+		case !found || c.cost < m:
+			m, found = c.cost, true
+			tied = append(tied[:0], c)
+		case c.cost == m:
+			tied = append(tied, c)
+		}
+	}
+	for _, c := range holders {
+		consider(c)
+	}
+	bs := float64(cfg.BlockSize)
+	cLo := (cfg.PrefillLoadScale*(float64(req.ISL)/bs) + float64(e.required)) * slack
+	p.walkBuf = p.byKey.orderedWalk(p.walkBuf, func(r *memRank) bool {
+		if found && (r.loadKey*slack+cLo)*slack > m {
+			return false
+		}
+		if _, held := ov[r.idx.slot]; !held && p.filterReason(r, &f, now) == "" {
+			consider(evalCand{rank: r})
+		}
+		return true
+	})
+	if !found {
+		return nil
+	}
+	sort.Slice(tied, func(i, j int) bool { return rankLess(tied[i].rank, tied[j].rank) })
+	costs := make([]float64, len(tied))
+	for i := range tied {
+		costs[i] = tied[i].cost
+	}
+	e.cands, e.chosen = []evalCand{tied[Pick(costs, 0, req.Random)]}, 0
+	return e
+}
+
+// minEligiblePrefill is the least active_prefill_tokens over the ranks f lets through at now (0 when
+// none does), read from the head of byPrefill.
+func (p *memPool) minEligiblePrefill(f *routeFilter, now int64) int64 {
+	var min int64
+	p.prefBuf = p.byPrefill.orderedWalk(p.prefBuf, func(r *memRank) bool {
+		if p.filterReason(r, f, now) != "" {
+			return true
+		}
+		min = r.load.PrefillTokens
+		return false
+	})
+	return min
+}
+
+// universe returns the ranks of the pinned worker, or of an allow-list of at most universeMax workers,
+// in candidate order (ok false: the request names no such set).
+func (p *memPool) universe(req *RouteRequest) ([]*memRank, bool) {
+	var ids []string
+	switch {
+	case req.PinnedWorker != "":
+		ids = []string{req.PinnedWorker}
+	case len(req.AllowedWorkers) > 0 && len(req.AllowedWorkers) <= universeMax:
+		ids = req.AllowedWorkers
+	default:
+		return nil, false
+	}
+	var ranks []*memRank
+	seen := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		if w := p.workers[id]; w != nil && !seen[id] {
+			seen[id] = true
+			ranks = append(ranks, w.ranks...)
+		}
+	}
+	sort.Slice(ranks, func(i, j int) bool { return rankLess(ranks[i], ranks[j]) })
+	return ranks, true
+}
