@@ -50,8 +50,13 @@ type memRank struct {
 	hasEvent    bool
 	epoch       string
 	degraded    bool
-	loadKey     float64  // loadKey(cfg, load), the byKey order (memory_loadorder.go)
-	hpos        [2]int32 // positions in byKey and byPrefill (-1: not in the load order)
+	// The load order (memory_loadorder.go): the group of ranks with this load (nil: detached), this
+	// rank's node in the group's treap, and its position in byPrefill.
+	group  *loadGroup
+	tl, tr *memRank
+	tprio  uint32
+	tsize  int32
+	ppos   int32
 }
 
 type memWorker struct {
@@ -100,14 +105,17 @@ type memPool struct {
 	name      string
 	cfg       PoolConfig
 	workers   map[string]*memWorker
-	ranks     []*memRank // candidates, ordered by (worker id bytes, dp rank): read through roster()
-	rosterAdd []*memRank // ranks registered since ranks was last merged (roster)
-	rosterOld bool       // ranks may hold detached ranks
-	byKey     rankHeap   // every registered rank by load score (memory_loadorder.go)
-	byPrefill rankHeap   // every registered rank by active prefill tokens
-	walkBuf   []int32    // scratch: the byKey walk's frontier
-	prefBuf   []int32    // scratch: the byPrefill walk's frontier
-	slots     []*memRank // slot → current owner (nil: dead slot)
+	ranks     []*memRank              // candidates, ordered by (worker id bytes, dp rank): read through roster()
+	rosterAdd []*memRank              // ranks registered since ranks was last merged (roster)
+	rosterOld bool                    // ranks may hold detached ranks
+	groups    map[Load]*loadGroup     // registered ranks by exact load (memory_loadorder.go)
+	byKey     orderHeap[*loadGroup]   // the groups by load score
+	byPrefill orderHeap[*memRank]     // registered ranks by active prefill tokens
+	prio      uint64                  // treap priority generator state
+	marked    map[*memWorker]struct{} // workers with a health mark (until ≠ 0): the only ones routing may skip as unhealthy
+	walkBuf   []int32                 // scratch: the byKey walk's frontier
+	prefBuf   []int32                 // scratch: the byPrefill walk's frontier
+	slots     []*memRank              // slot → current owner (nil: dead slot)
 	events    *eventIndex
 	soft      softIndex
 	softLog   []softWrite
@@ -152,8 +160,9 @@ func (m *Memory) PutPool(_ context.Context, name string, cfg PoolConfig) error {
 		m.pools[name] = &memPool{
 			limits: m.limits, name: name, cfg: cfg, workers: map[string]*memWorker{}, slots: []*memRank{nil},
 			events: &eventIndex{}, soft: softIndex{}, leases: map[string]*memLease{}, sessions: map[string]*memSession{},
-			byKey: rankHeap{which: heapByKey}, byPrefill: rankHeap{which: heapByPrefill},
+			marked: map[*memWorker]struct{}{},
 		}
+		newLoadOrder(m.pools[name])
 		return nil
 	}
 	p.mu.Lock()
@@ -355,8 +364,18 @@ func (m *Memory) RemoveWorker(_ context.Context, pool, workerID string, now int6
 		p.detachRank(r)
 	}
 	delete(p.workers, workerID)
+	delete(p.marked, w)
 	p.reclaim(now)
 	return nil
+}
+
+// healthChanged keeps the set of marked workers after w's health changed.
+func (p *memPool) healthChanged(w *memWorker) {
+	if w.health.until != 0 {
+		p.marked[w] = struct{}{}
+	} else {
+		delete(p.marked, w)
+	}
 }
 
 func (p *memPool) kvEvents(w *memWorker) bool {

@@ -1,6 +1,10 @@
 package statestore
 
-import "sort"
+import (
+	"math"
+	"slices"
+	"sort"
+)
 
 // Sublinear exact selection in the memory store (issue 15). With temperature 0 the full scan
 // (evaluate) picks the minimum cost among the eligible ranks, the k tied minima split by floor(r·k) in
@@ -98,42 +102,138 @@ func (p *memPool) chooseFast(req *RouteRequest, now int64) *evaluation {
 			holders = append(holders, evalCand{rank: r, ov: o})
 		}
 	}
+	// sparse: the filter can reject only ranks we can list (holders are costed on their own, excluded
+	// and health-marked workers), so a group's eligible members are counted without visiting them.
+	sparse := f.allowed == nil && p.cfg.WorkerTTLMs == 0 && cfg.BusyPrefillFraction == 0 && cfg.BusyDecodeFraction == 0
+	var skip map[*memRank]bool      // sparse: the ranks a group count leaves out
+	var skipIn map[*loadGroup]int32 // sparse: how many of them each group holds
+	if sparse {
+		skip, skipIn = map[*memRank]bool{}, map[*loadGroup]int32{}
+		add := func(r *memRank) {
+			if !skip[r] {
+				skip[r] = true
+				skipIn[r.group]++
+			}
+		}
+		for s := range ov {
+			add(p.slots[s])
+		}
+		for id := range f.excluded {
+			if w := p.workers[id]; w != nil {
+				for _, r := range w.ranks {
+					add(r)
+				}
+			}
+		}
+		for w := range p.marked {
+			if w.health.blocked(now, cfg.UnhealthyAfter) {
+				for _, r := range w.ranks {
+					add(r)
+				}
+			}
+		}
+	}
+	// The minimum so far (m, found), the holders at it and the groups at it with their eligible counts.
+	type tiedGroup struct {
+		g     *loadGroup
+		k     int32
+		ranks []*memRank // !sparse: the eligible members
+	}
 	m, found := 0.0, false
 	var tied []evalCand
-	consider := func(c evalCand) {
-		costOf(&c)
+	var groups []tiedGroup
+	for i := range holders {
+		c := &holders[i]
+		costOf(c)
 		switch {
 		case !found || c.cost < m:
 			m, found = c.cost, true
-			tied = append(tied[:0], c)
+			tied = append(tied[:0], *c)
 		case c.cost == m:
-			tied = append(tied, c)
+			tied = append(tied, *c)
 		}
-	}
-	for _, c := range holders {
-		consider(c)
 	}
 	bs := float64(cfg.BlockSize)
 	cLo := (cfg.PrefillLoadScale*(float64(req.ISL)/bs) + float64(e.required)) * slack
-	p.walkBuf = p.byKey.orderedWalk(p.walkBuf, func(r *memRank) bool {
-		if found && (r.loadKey*slack+cLo)*slack > m {
+	p.walkBuf = p.byKey.orderedWalk(p.walkBuf, func(g *loadGroup) bool {
+		if found && (g.key*slack+cLo)*slack > m {
 			return false
 		}
-		if _, held := ov[r.idx.slot]; !held && p.filterReason(r, &f, now) == "" {
-			consider(evalCand{rank: r})
+		in.Overlap, in.Load = Overlap{}, g.load
+		cost, _ := Cost(in)
+		if found && cost > m {
+			return true
+		}
+		tg := tiedGroup{g: g}
+		if sparse {
+			tg.k = treapSize(g.root) - skipIn[g]
+		} else {
+			treapEach(g.root, func(r *memRank) {
+				if _, held := ov[r.idx.slot]; !held && p.filterReason(r, &f, now) == "" {
+					tg.ranks = append(tg.ranks, r)
+				}
+			})
+			tg.k = int32(len(tg.ranks))
+		}
+		switch {
+		case tg.k == 0:
+		case !found || cost < m:
+			m, found = cost, true
+			tied, groups = tied[:0], append(groups[:0], tg)
+		default: // cost == m
+			groups = append(groups, tg)
 		}
 		return true
 	})
 	if !found {
 		return nil
 	}
-	sort.Slice(tied, func(i, j int) bool { return rankLess(tied[i].rank, tied[j].rank) })
-	costs := make([]float64, len(tied))
-	for i := range tied {
-		costs[i] = tied[i].cost
+	// Pick's temperature-0 rule: index floor(r·k) among the k tied, in candidate order.
+	k := len(tied)
+	for _, tg := range groups {
+		k += int(tg.k)
 	}
-	e.cands, e.chosen = []evalCand{tied[Pick(costs, 0, req.Random)]}, 0
+	want := min(int(math.Floor(req.Random*float64(k))), k-1)
+	var chosen evalCand
+	if len(tied) == 0 && len(groups) == 1 && sparse {
+		chosen = evalCand{rank: groupMember(groups[0].g, int32(want), skip), cost: m}
+	} else {
+		for _, tg := range groups {
+			if sparse {
+				treapEach(tg.g.root, func(r *memRank) {
+					if !skip[r] {
+						tied = append(tied, evalCand{rank: r, cost: m})
+					}
+				})
+			} else {
+				for _, r := range tg.ranks {
+					tied = append(tied, evalCand{rank: r, cost: m})
+				}
+			}
+		}
+		sort.Slice(tied, func(i, j int) bool { return rankLess(tied[i].rank, tied[j].rank) })
+		chosen = tied[want]
+	}
+	e.cands, e.chosen = []evalCand{chosen}, 0
 	return e
+}
+
+// groupMember returns the j-th member of g in candidate order not in skip: O(s log s + s log g) for the
+// s skipped members of g.
+func groupMember(g *loadGroup, j int32, skip map[*memRank]bool) *memRank {
+	var at []int32
+	for r := range skip {
+		if r.group == g {
+			at = append(at, treapIndex(g.root, r))
+		}
+	}
+	slices.Sort(at)
+	for _, i := range at {
+		if i <= j {
+			j++
+		}
+	}
+	return treapAt(g.root, j)
 }
 
 // minEligiblePrefill is the least active_prefill_tokens over the ranks f lets through at now (0 when

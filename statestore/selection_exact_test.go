@@ -123,7 +123,7 @@ func checkSelectionExact(t *rapid.T, s Store, steps int) int {
 	worker := func() string { return rapid.SampledFrom(st.ids).Draw(t, "worker") }
 	decisions := 0
 	for step := 0; step < steps; step++ {
-		switch op := rapid.IntRange(0, 19).Draw(t, "op"); {
+		switch op := rapid.IntRange(0, 20).Draw(t, "op"); {
 		case op < 9:
 			if routeMatchesFullScan(t, s, st, &cfg, now) {
 				decisions++
@@ -151,12 +151,14 @@ func checkSelectionExact(t *rapid.T, s Store, steps int) int {
 		case op < 15:
 			now += rapid.SampledFrom([]int64{1, 50, 100, 200, 300, 400, 800}).Draw(t, "advance")
 			workersMatchExplain(t, s, now)
-		case op < 16: // a forward outcome
-			w := worker()
-			if _, err := s.ReportForward(ctx, "p", w, rapid.Bool().Draw(t, "ok"), now); err != nil && !errors.Is(err, ErrUnknownWorker) {
-				t.Fatal(err)
+		case op < 17: // forward outcomes
+			w, ok := worker(), rapid.IntRange(0, 3).Draw(t, "ok") == 0
+			for i := rapid.IntRange(1, 3).Draw(t, "reports"); i > 0; i-- {
+				if _, err := s.ReportForward(ctx, "p", w, ok, now); err != nil && !errors.Is(err, ErrUnknownWorker) {
+					t.Fatal(err)
+				}
 			}
-		case op < 17: // heartbeat (maybe new capacities), or a new worker
+		case op < 18: // heartbeat (maybe new capacities), or a new worker
 			if rapid.IntRange(0, 3).Draw(t, "new") == 0 {
 				id := fmt.Sprintf("w%d", rapid.IntRange(0, 15).Draw(t, "id"))
 				if _, ok := st.dp[id]; !ok {
@@ -166,13 +168,13 @@ func checkSelectionExact(t *rapid.T, s Store, steps int) int {
 			} else {
 				register(worker())
 			}
-		case op < 18:
+		case op < 19:
 			w := worker()
 			if err := s.RemoveWorker(ctx, "p", w, now); err != nil && !errors.Is(err, ErrUnknownWorker) {
 				t.Fatal(err)
 			}
 			st.removed[w] = true
-		case op < 19: // the pool's scoring knobs change (the load order is recomputed)
+		case op < 20: // the pool's scoring knobs change (the load order is recomputed)
 			knobs(&cfg)
 			if err := s.PutPool(ctx, "p", cfg); err != nil {
 				t.Fatal(err)
