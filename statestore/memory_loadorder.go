@@ -307,18 +307,18 @@ func treapAt(t *memRank, j int32) *memRank {
 	return nil
 }
 
-// treapIndex returns r's position in t (r must be a member).
-func treapIndex(t, r *memRank) int32 {
-	var before int32
-	for t != r {
-		if rankLess(r, t) {
-			t = t.tl
-		} else {
-			before += treapSize(t.tl) + 1
+// treapLess counts the ranks of t before x in candidate order (x need not be a member).
+func treapLess(t, x *memRank) int32 {
+	var n int32
+	for t != nil {
+		if rankLess(t, x) {
+			n += treapSize(t.tl) + 1
 			t = t.tr
+		} else {
+			t = t.tl
 		}
 	}
-	return before + treapSize(t.tl)
+	return n
 }
 
 // treapEach calls f on every rank of t in candidate order.

@@ -195,20 +195,18 @@ func (p *memPool) chooseFast(req *RouteRequest, now int64) *evaluation {
 	}
 	want := min(int(math.Floor(req.Random*float64(k))), k-1)
 	var chosen evalCand
-	if len(tied) == 0 && len(groups) == 1 && sparse {
-		chosen = evalCand{rank: groupMember(groups[0].g, int32(want), skip), cost: m}
+	if sparse {
+		sort.Slice(tied, func(i, j int) bool { return rankLess(tied[i].rank, tied[j].rank) })
+		gs := make([]*loadGroup, len(groups))
+		for i := range groups {
+			gs[i] = groups[i].g
+		}
+		chosen = pickTied(int32(want), tied, gs, skip)
+		chosen.cost = m
 	} else {
 		for _, tg := range groups {
-			if sparse {
-				treapEach(tg.g.root, func(r *memRank) {
-					if !skip[r] {
-						tied = append(tied, evalCand{rank: r, cost: m})
-					}
-				})
-			} else {
-				for _, r := range tg.ranks {
-					tied = append(tied, evalCand{rank: r, cost: m})
-				}
+			for _, r := range tg.ranks {
+				tied = append(tied, evalCand{rank: r, cost: m})
 			}
 		}
 		sort.Slice(tied, func(i, j int) bool { return rankLess(tied[i].rank, tied[j].rank) })
@@ -218,22 +216,93 @@ func (p *memPool) chooseFast(req *RouteRequest, now int64) *evaluation {
 	return e
 }
 
-// groupMember returns the j-th member of g in candidate order not in skip: O(s log s + s log g) for the
-// s skipped members of g.
-func groupMember(g *loadGroup, j int32, skip map[*memRank]bool) *memRank {
-	var at []int32
+// tiedGroupView is one tied group's eligible members: all but the skipped ones, whose positions in
+// the group are at (sorted).
+type tiedGroupView struct {
+	g  *loadGroup
+	at []int32
+}
+
+// member returns the i-th eligible member.
+func (v *tiedGroupView) member(i int32) *memRank {
+	for _, a := range v.at {
+		if a <= i {
+			i++
+		}
+	}
+	return treapAt(v.g.root, i)
+}
+
+// before counts the eligible members before x in candidate order.
+func (v *tiedGroupView) before(x *memRank) int32 {
+	n := treapLess(v.g.root, x)
+	skipped, _ := slices.BinarySearch(v.at, n)
+	return n - int32(skipped)
+}
+
+// pickTied returns the j-th (from 0) of the tied candidates in candidate order: the tied holders
+// (sorted) and the eligible members of the tied groups (every member not in skip). Each source is
+// binary-searched for the member with exactly j candidates before it, counted across all sources with
+// the treaps' subtree sizes: O(G²·log² n + s·log n) for G groups and s skipped ranks, never a pass over
+// the members.
+func pickTied(j int32, holders []evalCand, groups []*loadGroup, skip map[*memRank]bool) evalCand {
+	views := make([]tiedGroupView, len(groups))
+	for i, g := range groups {
+		views[i].g = g
+	}
 	for r := range skip {
-		if r.group == g {
-			at = append(at, treapIndex(g.root, r))
+		for i := range views {
+			if r.group == views[i].g {
+				views[i].at = append(views[i].at, treapLess(r.group.root, r))
+			}
 		}
 	}
-	slices.Sort(at)
-	for _, i := range at {
-		if i <= j {
-			j++
+	for i := range views {
+		slices.Sort(views[i].at)
+	}
+	before := func(x *memRank) int32 {
+		n, _ := sort.Find(len(holders), func(i int) int {
+			if rankLess(x, holders[i].rank) || x == holders[i].rank {
+				return -1
+			}
+			return 1
+		})
+		b := int32(n)
+		for i := range views {
+			b += views[i].before(x)
+		}
+		return b
+	}
+	find := func(n int32, at func(i int32) *memRank) *memRank {
+		lo, hi := int32(0), n-1
+		for lo <= hi {
+			mid := lo + (hi-lo)/2
+			x := at(mid)
+			switch b := before(x); {
+			case b == j:
+				return x
+			case b < j:
+				lo = mid + 1
+			default:
+				hi = mid - 1
+			}
+		}
+		return nil
+	}
+	if x := find(int32(len(holders)), func(i int32) *memRank { return holders[i].rank }); x != nil {
+		for _, h := range holders {
+			if h.rank == x {
+				return h
+			}
 		}
 	}
-	return treapAt(g.root, j)
+	for i := range views {
+		v := &views[i]
+		if x := find(treapSize(v.g.root)-int32(len(v.at)), v.member); x != nil {
+			return evalCand{rank: x}
+		}
+	}
+	panic("statestore: pickTied: no candidate at the drawn index") // unreachable: j < the number of candidates
 }
 
 // minEligiblePrefill is the least active_prefill_tokens over the ranks f lets through at now (0 when
