@@ -12,9 +12,13 @@ import (
 // fleetWorkers are the pool sizes of the fleet-scale benchmarks (issue 15).
 var fleetWorkers = []int{16, 64, 256, 1024, 4096}
 
-// newFleet returns a memory store with pool "p" (block size 16) of n workers; each holds 4 chains of
-// promptBlocks blocks and each chain is held by 2 workers, so a prompt's holders stay constant as the
-// pool grows. It returns the chains' local hashes.
+// fleetChains is the number of prompt chains of the fleet benchmarks: each is held by 2 workers, so the
+// index holds fleetChains·2·promptBlocks entries (262,144 at 64 blocks) and a prompt has 2 holders
+// whatever the pool's size — only the number of workers changes.
+const fleetChains = 2048
+
+// newFleet returns a memory store with pool "p" (block size 16) of n workers holding fleetChains chains
+// of promptBlocks blocks, chain c on workers 2c and 2c+1 (mod n). It returns the chains' local hashes.
 func newFleet(b *testing.B, n, promptBlocks int) (*Memory, [][]uint64) {
 	b.Helper()
 	ctx := context.Background()
@@ -23,11 +27,20 @@ func newFleet(b *testing.B, n, promptBlocks int) (*Memory, [][]uint64) {
 		b.Fatal(err)
 	}
 	r := rand.New(rand.NewPCG(15, 15))
-	chains := make([][]uint64, 2*n)
-	for i := range chains {
-		chains[i] = make([]uint64, promptBlocks)
-		for j := range chains[i] {
-			chains[i][j] = r.Uint64()
+	chains := make([][]uint64, fleetChains)
+	evs := make([][]Event, n)
+	for c := range chains {
+		chains[c] = make([]uint64, promptBlocks)
+		for j := range chains[c] {
+			chains[c][j] = r.Uint64()
+		}
+		seq := blockhash.Sequence(nil, chains[c])
+		for _, w := range []int{(2 * c) % n, (2*c + 1) % n} {
+			ev := Event{Kind: EventStored}
+			for i := range seq {
+				ev.Blocks = append(ev.Blocks, StoredBlock{EngineHash: seq[i] ^ uint64(w+1)<<40, LocalHash: chains[c][i]})
+			}
+			evs[w] = append(evs[w], ev)
 		}
 	}
 	for w := 0; w < n; w++ {
@@ -35,17 +48,7 @@ func newFleet(b *testing.B, n, promptBlocks int) (*Memory, [][]uint64) {
 		if err := m.PutWorker(ctx, "p", WorkerSpec{WorkerID: id, URL: "http://" + id}, 0); err != nil {
 			b.Fatal(err)
 		}
-		var evs []Event
-		for k := 0; k < 4; k++ {
-			local := chains[(w/2*4+k)%len(chains)] // worker pairs share their 4 chains
-			seq := blockhash.Sequence(nil, local)
-			ev := Event{Kind: EventStored}
-			for i := range local {
-				ev.Blocks = append(ev.Blocks, StoredBlock{EngineHash: seq[i] ^ uint64(w+1)<<40, LocalHash: local[i]})
-			}
-			evs = append(evs, ev)
-		}
-		if _, err := m.ApplyEvents(ctx, EventBatch{Pool: "p", WorkerID: id, Events: evs}); err != nil {
+		if _, err := m.ApplyEvents(ctx, EventBatch{Pool: "p", WorkerID: id, Events: evs[w]}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -53,8 +56,8 @@ func newFleet(b *testing.B, n, promptBlocks int) (*Memory, [][]uint64) {
 }
 
 // BenchmarkMemoryRouteFleet measures one decision of a 64-block prompt (half of them diverging at a
-// random block) at 16 to 4,096 workers, in a steady state of about one active request per worker: each
-// op is a Route and the Done of the request routed n decisions earlier. Issue 15's target: 1,024
+// random block) at 16 to 4,096 workers over the same index (newFleet), in a steady state of about one
+// active request per worker: each op is a Route and the Done of the request routed n decisions earlier. Issue 15's target: 1,024
 // workers within 1.5× the 64-worker time.
 func BenchmarkMemoryRouteFleet(b *testing.B) {
 	for _, n := range fleetWorkers {
