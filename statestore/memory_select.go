@@ -12,9 +12,13 @@ import (
 //
 //   - a rank holding part of the prompt (a "holder": found through the index, O(holders)) is costed
 //     exactly with Cost;
-//   - a rank holding none has credit 0, so its cost depends only on its loads: the pool keeps every rank
-//     ordered by its load score (byKey, memory_loadorder.go), and the walk reads that order from the head
-//     only as far as a rank could still cost no more than the minimum found so far;
+//   - a rank holding none has credit 0, so its cost depends only on its load: the pool keeps the ranks in
+//     load groups (one per exact load, memory_loadorder.go) ordered by load score (byKey); the walk reads
+//     that order from the head only as far as a group could still cost no more than the minimum found so
+//     far, costing each group once for all its members;
+//   - a tied group's eligible members are counted, when the filter's rejections can be listed (sparse:
+//     holders, excluded and health-marked workers), from the group's size, and the floor(r·k)-th tied
+//     candidate is found by order statistics over the groups' treaps (pickTied), never member by member;
 //   - the credit decay's reference, min active_prefill_tokens over the eligible ranks, is read exactly
 //     from the head of byPrefill (an integer order) when a holder's device credit needs it;
 //   - a live session binding to an eligible rank wins as in the full scan.
@@ -30,17 +34,19 @@ import (
 // key K_w = loadKey is within the same factors of S_w: S_w ≥ K_w/(1+u)^4. The walk's bound with
 // s = 1 − 2^-40, lb(K) = ((K·s + cLo)·s) with cLo = (σ·(I/b) + Q)·s, all rounded, satisfies
 // lb(K_w) ≤ s²(1+u)^10·(S_w + C) ≤ (1−u)^4·T_w ≤ cost_w, because s² ≤ 1 − 2^-39 while
-// (1+u)^10/(1−u)^4 < 1 + 2^-48. Rounding is monotone, so lb is non-decreasing in K. The walk visits ranks
-// by ascending K and stops at the first rank with lb(K) > m, m the least exact cost seen so far (holders
+// (1+u)^10/(1−u)^4 < 1 + 2^-48. Rounding is monotone, so lb is non-decreasing in K. The walk visits the
+// groups by ascending K (all members of a group share K and, having the same load, the same computed
+// cost) and stops at the first group with lb(K) > m, m the least exact cost seen so far (holders
 // included): every unvisited rank w' has cost_w' ≥ lb(K_w') ≥ lb(K) > m, so it is neither below nor tied
 // with the minimum. m only decreases as the walk goes on, so the stop stays valid, and the minimum and
-// its whole tie set are among the ranks costed exactly — the same costs, bit for bit, the full scan
-// computes (Cost with the same inputs), hence the same pick.
+// its whole tie set are among the groups and holders costed exactly — the same costs, bit for bit, the
+// full scan computes (Cost with the same inputs), hence the same k and the same pick.
 //
-// Cost: O(holders + ranks skipped by the filter before the bound + ties·log), independent of the pool's
-// size when few ranks are filtered and costs are not tied. It is not sublinear when many ranks are tied
-// at the minimum (an idle pool: all are read, and the floor(r·k) rule needs them all) or when the head of
-// the order is full of filtered ranks (busy, dead, excluded, unhealthy). The full scan still runs for:
+// Cost: O(holders + skipped ranks + groups read·log + G²·log² n for G tied groups), independent of the
+// pool's size: an idle pool of 4,096 ranks is one group. Not sparse (busy fractions set, worker_ttl_ms
+// set, a long allow-list), the walk tests the filter on every member of the groups it reads: still
+// exact, but linear in the members tied at the minimum or rejected ahead of it. The full scan still
+// runs for:
 //   - temperature > 0: the softmax needs every eligible cost (O(ranks) per decision, exact);
 //   - a request overriding prefill_load_scale or decode_active_request_weight (the order is by the pool's
 //     values), or knobs outside safeKnob's range;
@@ -105,14 +111,11 @@ func (p *memPool) chooseFast(req *RouteRequest, now int64) *evaluation {
 	// sparse: the filter can reject only ranks we can list (holders are costed on their own, excluded
 	// and health-marked workers), so a group's eligible members are counted without visiting them.
 	sparse := f.allowed == nil && p.cfg.WorkerTTLMs == 0 && cfg.BusyPrefillFraction == 0 && cfg.BusyDecodeFraction == 0
-	var skip map[*memRank]bool      // sparse: the ranks a group count leaves out
-	var skipIn map[*loadGroup]int32 // sparse: how many of them each group holds
+	var skip []*memRank // sparse: the ranks a group count leaves out (few: a slice, not a map)
 	if sparse {
-		skip, skipIn = map[*memRank]bool{}, map[*loadGroup]int32{}
 		add := func(r *memRank) {
-			if !skip[r] {
-				skip[r] = true
-				skipIn[r.group]++
+			if !slices.Contains(skip, r) {
+				skip = append(skip, r)
 			}
 		}
 		for s := range ov {
@@ -166,7 +169,12 @@ func (p *memPool) chooseFast(req *RouteRequest, now int64) *evaluation {
 		}
 		tg := tiedGroup{g: g}
 		if sparse {
-			tg.k = treapSize(g.root) - skipIn[g]
+			tg.k = treapSize(g.root)
+			for _, r := range skip {
+				if r.group == g {
+					tg.k--
+				}
+			}
 		} else {
 			treapEach(g.root, func(r *memRank) {
 				if _, held := ov[r.idx.slot]; !held && p.filterReason(r, &f, now) == "" {
@@ -245,12 +253,12 @@ func (v *tiedGroupView) before(x *memRank) int32 {
 // binary-searched for the member with exactly j candidates before it, counted across all sources with
 // the treaps' subtree sizes: O(G²·log² n + s·log n) for G groups and s skipped ranks, never a pass over
 // the members.
-func pickTied(j int32, holders []evalCand, groups []*loadGroup, skip map[*memRank]bool) evalCand {
+func pickTied(j int32, holders []evalCand, groups []*loadGroup, skip []*memRank) evalCand {
 	views := make([]tiedGroupView, len(groups))
 	for i, g := range groups {
 		views[i].g = g
 	}
-	for r := range skip {
+	for _, r := range skip {
 		for i := range views {
 			if r.group == views[i].g {
 				views[i].at = append(views[i].at, treapLess(r.group.root, r))
