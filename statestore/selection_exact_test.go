@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/redis/rueidis"
@@ -388,4 +389,89 @@ func workersMatchExplain(t *rapid.T, s Store, now int64) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("t=%d workers:\n %v\nexplain:\n %v", now, got, want)
 	}
+}
+
+// TestFastPathLargePool compares the fast path with the full scan directly on pools of a few hundred
+// ranks whose loads come from a small set (many load groups tied at the minimum, across groups too),
+// with prompt holders in several tiers, exclusions, health-marked workers, sessions, busy fractions and
+// credit decay, for thousands of requests.
+func TestFastPathLargePool(t *testing.T) {
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(15, 1))
+	decisions := 0
+	for pool := 0; pool < 12; pool++ {
+		m := NewMemory()
+		cfg := DefaultPoolConfig(4)
+		cfg.PrefillLoadScale = []float64{1, 0.5, 0.3}[pool%3]
+		cfg.DecodeActiveRequestWeight = []float64{0, 1, 0.3, 4}[pool%4]
+		cfg.OverlapScoreCreditDecay = []float64{0, 0, 2}[pool%3]
+		if pool%4 == 3 {
+			cfg.BusyPrefillFraction = 0.5
+		}
+		cfg.SessionAffinityTTLMs = 1000
+		if err := m.PutPool(ctx, "p", cfg); err != nil {
+			t.Fatal(err)
+		}
+		p, _ := m.pool("p")
+		n := 100 + r.IntN(300)
+		var ids []string
+		for w := 0; w < n; w++ {
+			id := fmt.Sprintf("w%03d", r.IntN(1000))
+			spec := WorkerSpec{WorkerID: id, DPSize: 1 + r.IntN(2), MaxNumBatchedTokens: []int64{0, 16, 64}[r.IntN(3)]}
+			if err := m.PutWorker(ctx, "p", spec, 0); err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, id)
+		}
+		// Holders: a few workers cache prefixes of one chain, in various tiers.
+		local := []uint64{1, 2, 3, 4, 5, 6, 7, 8}
+		seq := blockhash.Sequence(nil, local)
+		for i := 0; i < 8; i++ {
+			ev := Event{Kind: EventStored, Tier: Tier(r.IntN(3))}
+			for j := 0; j < 1+r.IntN(len(local)); j++ {
+				ev.Blocks = append(ev.Blocks, StoredBlock{EngineHash: seq[j] + uint64(i)<<40, LocalHash: local[j]})
+			}
+			if _, err := m.ApplyEvents(ctx, EventBatch{Pool: "p", WorkerID: ids[r.IntN(len(ids))], Events: []Event{ev}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		loads := []Load{{}, {}, {}, {0, 8, 1}, {32, 0, 1}, {32, 8, 2}, {16, 4, 1}, {64, 0, 2}}
+		for _, rk := range p.roster() {
+			rk.load = loads[r.IntN(len(loads))]
+			p.loadChanged(rk)
+		}
+		for _, id := range ids {
+			if r.IntN(20) == 0 {
+				w := p.workers[id]
+				w.health = healthRec{fails: 3, until: 500, backoff: 500}
+				p.healthChanged(w)
+			}
+		}
+		for q := 0; q < 400; q++ {
+			req := RouteRequest{Pool: "p", RequestID: "x", SeqHashes: seq[:r.IntN(len(seq)+1)], Random: r.Float64(), NowMs: int64(r.IntN(1000))}
+			req.ISL = int64(len(req.SeqHashes)*4 + r.IntN(4))
+			if r.IntN(3) == 0 {
+				for i := r.IntN(20); i > 0; i-- {
+					req.ExcludedWorkers = append(req.ExcludedWorkers, ids[r.IntN(len(ids))])
+				}
+			}
+			if r.IntN(4) == 0 {
+				req.SessionID = fmt.Sprintf("s%d", r.IntN(5))
+				p.sessions[req.SessionID] = &memSession{rank: p.roster()[r.IntN(len(p.roster()))], active: 1}
+			}
+			fast := p.chooseFast(&req, req.NowMs)
+			full := p.evaluate(&req, req.NowMs)
+			if fast == nil {
+				if full.chosen >= 0 {
+					t.Fatalf("pool %d request %d: the fast path found nothing, the full scan %+v", pool, q, full.decision(&req))
+				}
+				continue
+			}
+			if a, b := fast.decision(&req), full.decision(&req); a != b {
+				t.Fatalf("pool %d request %d: fast path %+v, full scan %+v", pool, q, a, b)
+			}
+			decisions++
+		}
+	}
+	t.Logf("%d decisions compared", decisions)
 }
