@@ -64,6 +64,10 @@ type memWorker struct {
 	lastSeen int64
 	ranks    []*memRank
 	health   healthRec // shared forwarding health (health.go); kept by re-registration
+	// seenKey is lastSeen as bySeen last sorted it: ≤ lastSeen (events move lastSeen forward without
+	// telling the heap; deadWorkers catches up).
+	seenKey int64
+	seenPos int32
 }
 
 type memLease struct {
@@ -113,8 +117,10 @@ type memPool struct {
 	byPrefill orderHeap[*memRank]     // registered ranks by active prefill tokens
 	prio      uint64                  // treap priority generator state
 	marked    map[*memWorker]struct{} // workers with a health mark (until ≠ 0): the only ones routing may skip as unhealthy
+	bySeen    orderHeap[*memWorker]   // workers by seenKey: the dead ones (worker_ttl_ms) are a prefix
 	walkBuf   []int32                 // scratch: the byKey walk's frontier
 	prefBuf   []int32                 // scratch: the byPrefill walk's frontier
+	seenBuf   []int32                 // scratch: the bySeen walk's frontier
 	slots     []*memRank              // slot → current owner (nil: dead slot)
 	events    *eventIndex
 	soft      softIndex
@@ -278,11 +284,16 @@ func (m *Memory) PutWorker(_ context.Context, pool string, spec WorkerSpec, now 
 		if len(p.workers) >= m.limits.maxWorkers() {
 			return m.limits.tooManyWorkers(pool)
 		}
-		w = &memWorker{}
+		w = &memWorker{seenPos: -1}
 		p.workers[spec.WorkerID] = w
 	}
 	w.spec = spec
-	w.lastSeen = now
+	w.lastSeen, w.seenKey = now, now
+	if w.seenPos < 0 {
+		p.bySeen.push(w)
+	} else {
+		p.bySeen.fix(w)
+	}
 	n := spec.dpSize()
 	for len(w.ranks) < n {
 		r := &memRank{worker: w, rank: len(w.ranks)}
@@ -365,6 +376,7 @@ func (m *Memory) RemoveWorker(_ context.Context, pool, workerID string, now int6
 	}
 	delete(p.workers, workerID)
 	delete(p.marked, w)
+	p.bySeen.remove(w)
 	p.reclaim(now)
 	return nil
 }

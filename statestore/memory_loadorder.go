@@ -166,6 +166,32 @@ func newLoadOrder(p *memPool) {
 		pos: func(g *loadGroup) *int32 { return &g.hpos }}
 	p.byPrefill = orderHeap[*memRank]{less: func(x, y *memRank) bool { return x.load.PrefillTokens < y.load.PrefillTokens },
 		pos: func(r *memRank) *int32 { return &r.ppos }}
+	p.bySeen = orderHeap[*memWorker]{less: func(x, y *memWorker) bool { return x.seenKey < y.seenKey },
+		pos: func(w *memWorker) *int32 { return &w.seenPos }}
+}
+
+// deadWorkers calls f on every worker not live at now under worker_ttl_ms (> 0): they are among the
+// prefix of bySeen with seenKey + ttl ≤ now. A worker there that is live after all (an event moved its
+// lastSeen on) gets its key caught up afterwards, once per such move, so the walk costs O(dead + caught
+// up) amortised.
+func (p *memPool) deadWorkers(now int64, f func(w *memWorker)) {
+	ttl := p.cfg.WorkerTTLMs
+	var stale []*memWorker
+	p.seenBuf = p.bySeen.orderedWalk(p.seenBuf, func(w *memWorker) bool {
+		if w.seenKey+ttl > now {
+			return false
+		}
+		if p.live(w, now) {
+			stale = append(stale, w)
+		} else {
+			f(w)
+		}
+		return true
+	})
+	for _, w := range stale {
+		w.seenKey = w.lastSeen
+		p.bySeen.fix(w)
+	}
 }
 
 // joinGroup adds r to the group of its load (creating it).

@@ -17,7 +17,7 @@ import (
 //     that order from the head only as far as a group could still cost no more than the minimum found so
 //     far, costing each group once for all its members;
 //   - a tied group's eligible members are counted, when the filter's rejections can be listed (sparse:
-//     holders, excluded and health-marked workers), from the group's size, and the floor(r·k)-th tied
+//     holders, excluded, health-marked and dead workers), from the group's size, and the floor(r·k)-th tied
 //     candidate is found by order statistics over the groups' treaps (pickTied), never member by member;
 //   - the credit decay's reference, min active_prefill_tokens over the eligible ranks, is read exactly
 //     from the head of byPrefill (an integer order) when a holder's device credit needs it;
@@ -43,10 +43,10 @@ import (
 // full scan computes (Cost with the same inputs), hence the same k and the same pick.
 //
 // Cost: O(holders + skipped ranks + groups read·log + G²·log² n for G tied groups), independent of the
-// pool's size: an idle pool of 4,096 ranks is one group. Not sparse (busy fractions set, worker_ttl_ms
-// set, a long allow-list), the walk tests the filter on every member of the groups it reads: still
-// exact, but linear in the members tied at the minimum or rejected ahead of it. The full scan still
-// runs for:
+// pool's size: an idle pool of 4,096 ranks is one group (dead workers under worker_ttl_ms cost
+// O(dead) per decision, found from the head of bySeen). Not sparse (busy fractions set, a long
+// allow-list), the walk tests the filter on every member of the groups it reads: still exact, but linear
+// in the members tied at the minimum or rejected ahead of it. The full scan still runs for:
 //   - temperature > 0: the softmax needs every eligible cost (O(ranks) per decision, exact);
 //   - a request overriding prefill_load_scale or decode_active_request_weight (the order is by the pool's
 //     values), or knobs outside safeKnob's range;
@@ -108,9 +108,9 @@ func (p *memPool) chooseFast(req *RouteRequest, now int64) *evaluation {
 			holders = append(holders, evalCand{rank: r, ov: o})
 		}
 	}
-	// sparse: the filter can reject only ranks we can list (holders are costed on their own, excluded
-	// and health-marked workers), so a group's eligible members are counted without visiting them.
-	sparse := f.allowed == nil && p.cfg.WorkerTTLMs == 0 && cfg.BusyPrefillFraction == 0 && cfg.BusyDecodeFraction == 0
+	// sparse: the filter can reject only ranks we can list (holders are costed on their own, excluded,
+	// health-marked and dead workers), so a group's eligible members are counted without visiting them.
+	sparse := f.allowed == nil && cfg.BusyPrefillFraction == 0 && cfg.BusyDecodeFraction == 0
 	var skip []*memRank // sparse: the ranks a group count leaves out (few: a slice, not a map)
 	if sparse {
 		add := func(r *memRank) {
@@ -134,6 +134,13 @@ func (p *memPool) chooseFast(req *RouteRequest, now int64) *evaluation {
 					add(r)
 				}
 			}
+		}
+		if p.cfg.WorkerTTLMs > 0 {
+			p.deadWorkers(now, func(w *memWorker) {
+				for _, r := range w.ranks {
+					add(r)
+				}
+			})
 		}
 	}
 	// The minimum so far (m, found), the holders at it and the groups at it with their eligible counts.

@@ -409,6 +409,9 @@ func TestFastPathLargePool(t *testing.T) {
 			cfg.BusyPrefillFraction = 0.5
 		}
 		cfg.SessionAffinityTTLMs = 1000
+		if pool%2 == 1 {
+			cfg.WorkerTTLMs = 600 // registered at 0–999 ms, events up to 1,500 ms, requests at 0–1,999 ms
+		}
 		if err := m.PutPool(ctx, "p", cfg); err != nil {
 			t.Fatal(err)
 		}
@@ -418,7 +421,7 @@ func TestFastPathLargePool(t *testing.T) {
 		for w := 0; w < n; w++ {
 			id := fmt.Sprintf("w%03d", r.IntN(1000))
 			spec := WorkerSpec{WorkerID: id, DPSize: 1 + r.IntN(2), MaxNumBatchedTokens: []int64{0, 16, 64}[r.IntN(3)]}
-			if err := m.PutWorker(ctx, "p", spec, 0); err != nil {
+			if err := m.PutWorker(ctx, "p", spec, int64(r.IntN(1000))); err != nil {
 				t.Fatal(err)
 			}
 			ids = append(ids, id)
@@ -431,7 +434,7 @@ func TestFastPathLargePool(t *testing.T) {
 			for j := 0; j < 1+r.IntN(len(local)); j++ {
 				ev.Blocks = append(ev.Blocks, StoredBlock{EngineHash: seq[j] + uint64(i)<<40, LocalHash: local[j]})
 			}
-			if _, err := m.ApplyEvents(ctx, EventBatch{Pool: "p", WorkerID: ids[r.IntN(len(ids))], Events: []Event{ev}}); err != nil {
+			if _, err := m.ApplyEvents(ctx, EventBatch{Pool: "p", WorkerID: ids[r.IntN(len(ids))], Events: []Event{ev}, NowMs: int64(r.IntN(1500))}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -448,7 +451,15 @@ func TestFastPathLargePool(t *testing.T) {
 			}
 		}
 		for q := 0; q < 400; q++ {
-			req := RouteRequest{Pool: "p", RequestID: "x", SeqHashes: seq[:r.IntN(len(seq)+1)], Random: r.Float64(), NowMs: int64(r.IntN(1000))}
+			if q%50 == 0 { // heartbeats and events move lastSeen on (events without telling bySeen)
+				for i := 0; i < 20; i++ {
+					id := ids[r.IntN(len(ids))]
+					if _, err := m.ApplyEvents(ctx, EventBatch{Pool: "p", WorkerID: id, NowMs: int64(r.IntN(2000))}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			req := RouteRequest{Pool: "p", RequestID: "x", SeqHashes: seq[:r.IntN(len(seq)+1)], Random: r.Float64(), NowMs: int64(r.IntN(2000))}
 			req.ISL = int64(len(req.SeqHashes)*4 + r.IntN(4))
 			if r.IntN(3) == 0 {
 				for i := r.IntN(20); i > 0; i-- {
