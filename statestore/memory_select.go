@@ -16,9 +16,10 @@ import (
 //     load groups (one per exact load, memory_loadorder.go) ordered by load score (byKey); the walk reads
 //     that order from the head only as far as a group could still cost no more than the minimum found so
 //     far, costing each group once for all its members;
-//   - a tied group's eligible members are counted, when the filter's rejections can be listed (sparse:
-//     holders, excluded, health-marked and dead workers), from the group's size, and the floor(r·k)-th tied
-//     candidate is found by order statistics over the groups' treaps (pickTied), never member by member;
+//   - a tied group's eligible members are counted, when the filter's rejections can be listed (no
+//     allow-list; holders, excluded, health-marked and dead workers; no busy fraction, or a group of load
+//     0, which is never busy), from the group's size, and the floor(r·k)-th tied candidate is found by
+//     order statistics over the groups' treaps (pickTied), never member by member;
 //   - the credit decay's reference, min active_prefill_tokens over the eligible ranks, is read exactly
 //     from the head of byPrefill (an integer order) when a holder's device credit needs it;
 //   - a live session binding to an eligible rank wins as in the full scan.
@@ -44,9 +45,9 @@ import (
 //
 // Cost: O(holders + skipped ranks + groups read·log + G²·log² n for G tied groups), independent of the
 // pool's size: an idle pool of 4,096 ranks is one group (dead workers under worker_ttl_ms cost
-// O(dead) per decision, found from the head of bySeen). Not sparse (busy fractions set, a long
-// allow-list), the walk tests the filter on every member of the groups it reads: still exact, but linear
-// in the members tied at the minimum or rejected ahead of it. The full scan still runs for:
+// O(dead) per decision, found from the head of bySeen). Groups not counted (a long allow-list; a busy
+// fraction and a non-zero load) have the filter tested on every member the walk reads: still exact, but
+// linear in the members tied at the minimum or rejected ahead of it. The full scan still runs for:
 //   - temperature > 0: the softmax needs every eligible cost (O(ranks) per decision, exact);
 //   - a request overriding prefill_load_scale or decode_active_request_weight (the order is by the pool's
 //     values), or knobs outside safeKnob's range;
@@ -108,11 +109,17 @@ func (p *memPool) chooseFast(req *RouteRequest, now int64) *evaluation {
 			holders = append(holders, evalCand{rank: r, ov: o})
 		}
 	}
-	// sparse: the filter can reject only ranks we can list (holders are costed on their own, excluded,
-	// health-marked and dead workers), so a group's eligible members are counted without visiting them.
-	sparse := f.allowed == nil && cfg.BusyPrefillFraction == 0 && cfg.BusyDecodeFraction == 0
-	var skip []*memRank // sparse: the ranks a group count leaves out (few: a slice, not a map)
-	if sparse {
+	// listable: without an allow-list, the filter rejects only ranks we can list (holders are costed
+	// on their own; excluded, health-marked and dead workers) or busy ones, and a group whose load is 0
+	// where a busy fraction is set has none of those: such a group's eligible members are counted, not
+	// visited (counted groups).
+	listable := f.allowed == nil
+	counted := func(l Load) bool {
+		return listable && (cfg.BusyPrefillFraction == 0 || l.PrefillTokens == 0) &&
+			(cfg.BusyDecodeFraction == 0 || l.DecodeBlocks == 0)
+	}
+	var skip []*memRank // listable: the ranks a group count leaves out (few: a slice, not a map)
+	if listable {
 		add := func(r *memRank) {
 			if !slices.Contains(skip, r) {
 				skip = append(skip, r)
@@ -145,9 +152,10 @@ func (p *memPool) chooseFast(req *RouteRequest, now int64) *evaluation {
 	}
 	// The minimum so far (m, found), the holders at it and the groups at it with their eligible counts.
 	type tiedGroup struct {
-		g     *loadGroup
-		k     int32
-		ranks []*memRank // !sparse: the eligible members
+		g       *loadGroup
+		k       int32
+		counted bool
+		ranks   []*memRank // !counted: the eligible members
 	}
 	m, found := 0.0, false
 	var tied []evalCand
@@ -174,8 +182,8 @@ func (p *memPool) chooseFast(req *RouteRequest, now int64) *evaluation {
 		if found && cost > m {
 			return true
 		}
-		tg := tiedGroup{g: g}
-		if sparse {
+		tg := tiedGroup{g: g, counted: counted(g.load)}
+		if tg.counted {
 			tg.k = treapSize(g.root)
 			for _, r := range skip {
 				if r.group == g {
@@ -209,8 +217,12 @@ func (p *memPool) chooseFast(req *RouteRequest, now int64) *evaluation {
 		k += int(tg.k)
 	}
 	want := min(int(math.Floor(req.Random*float64(k))), k-1)
+	allCounted := true
+	for _, tg := range groups {
+		allCounted = allCounted && tg.counted
+	}
 	var chosen evalCand
-	if sparse {
+	if allCounted {
 		sort.Slice(tied, func(i, j int) bool { return rankLess(tied[i].rank, tied[j].rank) })
 		gs := make([]*loadGroup, len(groups))
 		for i := range groups {
@@ -220,6 +232,13 @@ func (p *memPool) chooseFast(req *RouteRequest, now int64) *evaluation {
 		chosen.cost = m
 	} else {
 		for _, tg := range groups {
+			if tg.counted {
+				treapEach(tg.g.root, func(r *memRank) {
+					if !slices.Contains(skip, r) {
+						tied = append(tied, evalCand{rank: r, cost: m})
+					}
+				})
+			}
 			for _, r := range tg.ranks {
 				tied = append(tied, evalCand{rank: r, cost: m})
 			}

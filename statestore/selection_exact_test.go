@@ -402,8 +402,8 @@ func TestFastPathLargePool(t *testing.T) {
 	for pool := 0; pool < 12; pool++ {
 		m := NewMemory()
 		cfg := DefaultPoolConfig(4)
-		cfg.PrefillLoadScale = []float64{1, 0.5, 0.3}[pool%3]
-		cfg.DecodeActiveRequestWeight = []float64{0, 1, 0.3, 4}[pool%4]
+		cfg.PrefillLoadScale = []float64{1, 0.5, 0.3, 0}[pool%4] // 0 with a busy fraction: busy groups tie with idle ones
+		cfg.DecodeActiveRequestWeight = []float64{0, 1, 0.3, 0}[pool%4]
 		cfg.OverlapScoreCreditDecay = []float64{0, 0, 2}[pool%3]
 		if pool%4 == 3 {
 			cfg.BusyPrefillFraction = 0.5
