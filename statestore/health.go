@@ -105,6 +105,7 @@ func (m *Memory) ReportForward(_ context.Context, pool, workerID string, ok bool
 		return WorkerHealth{}, unknownWorker(pool, workerID)
 	}
 	w.health.report(ok, nowMs, &p.cfg)
+	p.healthChanged(w)
 	return w.health.info(nowMs, p.cfg.UnhealthyAfter), nil
 }
 

@@ -50,6 +50,13 @@ type memRank struct {
 	hasEvent    bool
 	epoch       string
 	degraded    bool
+	// The load order (memory_loadorder.go): the group of ranks with this load (nil: detached), this
+	// rank's node in the group's treap, and its position in byPrefill.
+	group  *loadGroup
+	tl, tr *memRank
+	tprio  uint32
+	tsize  int32
+	ppos   int32
 }
 
 type memWorker struct {
@@ -57,6 +64,10 @@ type memWorker struct {
 	lastSeen int64
 	ranks    []*memRank
 	health   healthRec // shared forwarding health (health.go); kept by re-registration
+	// seenKey is lastSeen as bySeen last sorted it: ≤ lastSeen (events move lastSeen forward without
+	// telling the heap; deadWorkers catches up).
+	seenKey int64
+	seenPos int32
 }
 
 type memLease struct {
@@ -98,8 +109,19 @@ type memPool struct {
 	name      string
 	cfg       PoolConfig
 	workers   map[string]*memWorker
-	ranks     []*memRank // candidates, ordered by (worker id bytes, dp rank)
-	slots     []*memRank // slot → current owner (nil: dead slot)
+	ranks     []*memRank              // candidates, ordered by (worker id bytes, dp rank): read through roster()
+	rosterAdd []*memRank              // ranks registered since ranks was last merged (roster)
+	rosterOld bool                    // ranks may hold detached ranks
+	groups    map[Load]*loadGroup     // registered ranks by exact load (memory_loadorder.go)
+	byKey     orderHeap[*loadGroup]   // the groups by load score
+	byPrefill orderHeap[*memRank]     // registered ranks by active prefill tokens
+	prio      uint64                  // treap priority generator state
+	marked    map[*memWorker]struct{} // workers with a health mark (until ≠ 0): the only ones routing may skip as unhealthy
+	bySeen    orderHeap[*memWorker]   // workers by seenKey: the dead ones (worker_ttl_ms) are a prefix
+	walkBuf   []int32                 // scratch: the byKey walk's frontier
+	prefBuf   []int32                 // scratch: the byPrefill walk's frontier
+	seenBuf   []int32                 // scratch: the bySeen walk's frontier
+	slots     []*memRank              // slot → current owner (nil: dead slot)
 	events    *eventIndex
 	soft      softIndex
 	softLog   []softWrite
@@ -144,7 +166,9 @@ func (m *Memory) PutPool(_ context.Context, name string, cfg PoolConfig) error {
 		m.pools[name] = &memPool{
 			limits: m.limits, name: name, cfg: cfg, workers: map[string]*memWorker{}, slots: []*memRank{nil},
 			events: &eventIndex{}, soft: softIndex{}, leases: map[string]*memLease{}, sessions: map[string]*memSession{},
+			marked: map[*memWorker]struct{}{},
 		}
+		newLoadOrder(m.pools[name])
 		return nil
 	}
 	p.mu.Lock()
@@ -152,7 +176,12 @@ func (m *Memory) PutPool(_ context.Context, name string, cfg PoolConfig) error {
 	if cfg.BlockSize != p.cfg.BlockSize && len(p.workers) > 0 {
 		return fmt.Errorf("%w: pool %q has workers; block_size %d cannot change to %d", ErrConflict, name, p.cfg.BlockSize, cfg.BlockSize)
 	}
+	rekey := cfg.BlockSize != p.cfg.BlockSize || cfg.PrefillLoadScale != p.cfg.PrefillLoadScale ||
+		cfg.DecodeActiveRequestWeight != p.cfg.DecodeActiveRequestWeight
 	p.cfg = cfg
+	if rekey {
+		p.rekey()
+	}
 	return nil
 }
 
@@ -255,44 +284,79 @@ func (m *Memory) PutWorker(_ context.Context, pool string, spec WorkerSpec, now 
 		if len(p.workers) >= m.limits.maxWorkers() {
 			return m.limits.tooManyWorkers(pool)
 		}
-		w = &memWorker{}
+		w = &memWorker{seenPos: -1}
 		p.workers[spec.WorkerID] = w
 	}
 	w.spec = spec
-	w.lastSeen = now
+	w.lastSeen, w.seenKey = now, now
+	if w.seenPos < 0 {
+		p.bySeen.push(w)
+	} else {
+		p.bySeen.fix(w)
+	}
 	n := spec.dpSize()
 	for len(w.ranks) < n {
 		r := &memRank{worker: w, rank: len(w.ranks)}
 		r.idx = p.newSlot(r)
 		w.ranks = append(w.ranks, r)
+		p.addRank(r)
+		p.rosterAdd = append(p.rosterAdd, r)
 	}
 	for len(w.ranks) > n { // dp_size shrank: drop the extra ranks
 		r := w.ranks[len(w.ranks)-1]
 		p.detachRank(r)
 		w.ranks = w.ranks[:len(w.ranks)-1]
 	}
-	p.rebuildRanks()
 	return nil
 }
 
+// detachRank unregisters r: its index stops counting, it leaves the load order and the roster.
 func (p *memPool) detachRank(r *memRank) {
 	p.slots[r.idx.slot] = nil
 	p.dead = append(p.dead, r.idx)
 	r.idx = newRankIndex(0)
+	p.dropRank(r)
+	p.rosterOld = true
 }
 
-func (p *memPool) rebuildRanks() {
-	p.ranks = p.ranks[:0]
-	for _, w := range p.workers {
-		p.ranks = append(p.ranks, w.ranks...)
+// rankLess is the candidate order: worker id bytes, then dp rank.
+func rankLess(a, b *memRank) bool {
+	if a.worker.spec.WorkerID != b.worker.spec.WorkerID {
+		return a.worker.spec.WorkerID < b.worker.spec.WorkerID
 	}
-	sort.Slice(p.ranks, func(i, j int) bool {
-		a, b := p.ranks[i], p.ranks[j]
-		if a.worker.spec.WorkerID != b.worker.spec.WorkerID {
-			return a.worker.spec.WorkerID < b.worker.spec.WorkerID
+	return a.rank < b.rank
+}
+
+// roster returns every registered rank in candidate order. Registration and removal only note the
+// change; the next caller merges the ranks registered since (O(n + k log k)), so registering n workers
+// one by one costs O(n) in total, however the calls interleave with heartbeats.
+func (p *memPool) roster() []*memRank {
+	if len(p.rosterAdd) == 0 && !p.rosterOld {
+		return p.ranks
+	}
+	add := p.rosterAdd[:0]
+	for _, r := range p.rosterAdd {
+		if p.attached(r) {
+			add = append(add, r)
 		}
-		return a.rank < b.rank
-	})
+	}
+	sort.Slice(add, func(i, j int) bool { return rankLess(add[i], add[j]) })
+	merged := make([]*memRank, 0, len(p.ranks)+len(add))
+	i := 0
+	for _, r := range p.ranks {
+		if p.rosterOld && !p.attached(r) {
+			continue
+		}
+		for i < len(add) && rankLess(add[i], r) {
+			merged = append(merged, add[i])
+			i++
+		}
+		merged = append(merged, r)
+	}
+	merged = append(merged, add[i:]...)
+	clear(p.rosterAdd)
+	p.ranks, p.rosterAdd, p.rosterOld = merged, p.rosterAdd[:0], false
+	return p.ranks
 }
 
 // RemoveWorker implements Store.
@@ -311,9 +375,19 @@ func (m *Memory) RemoveWorker(_ context.Context, pool, workerID string, now int6
 		p.detachRank(r)
 	}
 	delete(p.workers, workerID)
-	p.rebuildRanks()
+	delete(p.marked, w)
+	p.bySeen.remove(w)
 	p.reclaim(now)
 	return nil
+}
+
+// healthChanged keeps the set of marked workers after w's health changed.
+func (p *memPool) healthChanged(w *memWorker) {
+	if w.health.until != 0 {
+		p.marked[w] = struct{}{}
+	} else {
+		delete(p.marked, w)
+	}
 }
 
 func (p *memPool) kvEvents(w *memWorker) bool {
@@ -336,14 +410,12 @@ func (m *Memory) Workers(_ context.Context, pool string, now int64) ([]WorkerInf
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.releaseExpired(now)
-	ids := make([]string, 0, len(p.workers))
-	for id := range p.workers {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	out := make([]WorkerInfo, 0, len(ids))
-	for _, id := range ids {
-		w := p.workers[id]
+	out := make([]WorkerInfo, 0, len(p.workers))
+	for _, r := range p.roster() {
+		if r.rank != 0 { // a worker's ranks are consecutive in the roster, rank 0 first
+			continue
+		}
+		w := r.worker
 		info := WorkerInfo{WorkerSpec: w.spec, KVEventsEffective: p.kvEvents(w), Live: p.live(w, now), LastSeenMs: w.lastSeen,
 			Health: w.health.info(now, p.cfg.UnhealthyAfter)}
 		if info.DPSize == 0 {
@@ -404,6 +476,7 @@ func (p *memPool) endLease(l *memLease, t int64) {
 	l.rank.load.PrefillTokens -= l.prefill
 	l.rank.load.DecodeBlocks -= l.decode
 	l.rank.load.Requests--
+	p.loadChanged(l.rank)
 	delete(p.leases, l.id)
 	if l.session != "" {
 		if s := p.sessions[l.session]; s != nil && s.gen == l.sessionGen && s.active > 0 {
@@ -464,9 +537,10 @@ func (m *Memory) withLease(pool, id string, now int64, f func(p *memPool, l *mem
 
 // PrefillDone implements Store.
 func (m *Memory) PrefillDone(_ context.Context, pool, id string, now int64) (bool, error) {
-	return m.withLease(pool, id, now, func(_ *memPool, l *memLease) {
+	return m.withLease(pool, id, now, func(p *memPool, l *memLease) {
 		l.rank.load.PrefillTokens -= l.prefill
 		l.prefill = 0
+		p.loadChanged(l.rank)
 	})
 }
 

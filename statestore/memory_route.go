@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sort"
 )
 
 // validateRoute checks what every store requires of a route request.
@@ -45,10 +46,21 @@ func (p *memPool) overlaps(seq []uint64, now int64) map[slotID]Overlap {
 	eh := &eventHolders{ix: p.events, seq: seq, live: p.liveSlot, lastI: -1,
 		skip: func(s slotID) bool { return p.slots[s].idx.orphans > 0 }}
 	jumpDepths(eh, len(seq), ev)
-	for _, r := range p.ranks {
-		if r.idx.orphans > 0 {
-			if d := linearDepth(p.events, r.idx, seq); d > 0 {
-				ev[r.idx.slot] = d
+	if len(seq) > 0 {
+		// Ranks with orphans are walked linearly; only those holding the first block can match, so
+		// only its holders are looked at (not every rank of the pool).
+		if be := p.events.entry(seq[0]); be != nil {
+			var orphaned []*rankIndex
+			for j := 0; j < int(be.n); j++ {
+				h := p.events.holderAt(seq[0], be, j)
+				if r := p.slots[h.slot]; h.tiers != 0 && r != nil && r.idx.orphans > 0 {
+					orphaned = append(orphaned, r.idx)
+				}
+			}
+			for _, ri := range orphaned { // the entry pointer is not used across lookups
+				if d := linearDepth(p.events, ri, seq); d > 0 {
+					ev[ri.slot] = d
+				}
 			}
 		}
 	}
@@ -78,11 +90,17 @@ func (m *Memory) Overlap(_ context.Context, pool string, seq []uint64, now int64
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	ov := p.overlaps(seq, now)
-	var out []Score
-	for _, r := range p.ranks {
-		if _, _, _, d := ov[r.idx.slot].Effective(); d > 0 {
-			out = append(out, Score{WorkerID: r.worker.spec.WorkerID, DPRank: r.rank, Blocks: d})
+	held := make([]*memRank, 0, len(ov))
+	for s, o := range ov {
+		if _, _, _, d := o.Effective(); d > 0 {
+			held = append(held, p.slots[s])
 		}
+	}
+	sort.Slice(held, func(i, j int) bool { return rankLess(held[i], held[j]) })
+	var out []Score
+	for _, r := range held {
+		_, _, _, d := ov[r.idx.slot].Effective()
+		out = append(out, Score{WorkerID: r.worker.spec.WorkerID, DPRank: r.rank, Blocks: d})
 	}
 	return out, nil
 }
@@ -123,36 +141,60 @@ func idSet(ids []string) map[string]bool {
 	return set
 }
 
-// evaluate runs filter → overlap → cost → pick (SPEC §6.3 steps 1–3). It changes nothing but the removal
-// of a session binding whose worker is dead or removed, or that expired.
+// routeFilter is SPEC §6.3 step 1 for one request.
+type routeFilter struct {
+	cfg               *PoolConfig // with the request's overrides applied
+	allowed, excluded map[string]bool
+	pinned            string
+}
+
+func newRouteFilter(req *RouteRequest, cfg *PoolConfig) routeFilter {
+	return routeFilter{cfg: cfg, allowed: idSet(req.AllowedWorkers), excluded: idSet(req.ExcludedWorkers), pinned: req.PinnedWorker}
+}
+
+// filterReason says why rank r may not take the request at now, "" when it is eligible.
+func (p *memPool) filterReason(r *memRank, f *routeFilter, now int64) string {
+	spec := &r.worker.spec
+	switch {
+	case !p.live(r.worker, now):
+		return ReasonNotLive
+	case f.allowed != nil && !f.allowed[spec.WorkerID]:
+		return ReasonNotAllowed
+	case f.pinned != "" && spec.WorkerID != f.pinned:
+		return ReasonNotPinned
+	case f.excluded != nil && f.excluded[spec.WorkerID]:
+		return ReasonExcluded
+	case r.worker.health.blocked(now, f.cfg.UnhealthyAfter):
+		return ReasonUnhealthy
+	case f.cfg.BusyPrefillFraction > 0 && spec.MaxNumBatchedTokens > 0 &&
+		float64(r.load.PrefillTokens) > f.cfg.BusyPrefillFraction*float64(spec.MaxNumBatchedTokens):
+		return ReasonBusyPrefill
+	case f.cfg.BusyDecodeFraction > 0 && spec.TotalKVBlocks > 0 &&
+		float64(r.load.DecodeBlocks) > f.cfg.BusyDecodeFraction*float64(spec.TotalKVBlocks):
+		return ReasonBusyDecode
+	}
+	return ""
+}
+
+// evaluate runs filter → overlap → cost → pick (SPEC §6.3 steps 1–3) over every rank of the pool: the
+// full scan, O(ranks). Explain and the decisions the fast path does not take (memory_select.go) use it.
+// It changes nothing but the removal of a session binding whose worker is dead or removed, or that
+// expired.
 func (p *memPool) evaluate(req *RouteRequest, now int64) *evaluation {
+	return p.evaluateOver(req, now, p.roster())
+}
+
+// evaluateOver is evaluate with ranks (in candidate order) as the candidates. Every rank left out must
+// be one the filter rejects, so that the pick is the full scan's; only the reason counts differ.
+func (p *memPool) evaluateOver(req *RouteRequest, now int64, ranks []*memRank) *evaluation {
 	cfg := req.Overrides.Apply(p.cfg)
 	e := &evaluation{cfg: cfg, required: RequiredBlocks(req.ISL, cfg.BlockSize), chosen: -1, reasons: map[string]int{}}
-	allowed, excluded := idSet(req.AllowedWorkers), idSet(req.ExcludedWorkers)
+	f := newRouteFilter(req, &cfg)
 	ov := p.overlaps(req.SeqHashes, now)
 	minPrefill, anyEligible := int64(0), false
-	e.cands = make([]evalCand, len(p.ranks))
-	for i, r := range p.ranks {
-		c := evalCand{rank: r, ov: ov[r.idx.slot]}
-		spec := &r.worker.spec
-		switch {
-		case !p.live(r.worker, now):
-			c.reason = ReasonNotLive
-		case allowed != nil && !allowed[spec.WorkerID]:
-			c.reason = ReasonNotAllowed
-		case req.PinnedWorker != "" && spec.WorkerID != req.PinnedWorker:
-			c.reason = ReasonNotPinned
-		case excluded != nil && excluded[spec.WorkerID]:
-			c.reason = ReasonExcluded
-		case r.worker.health.blocked(now, cfg.UnhealthyAfter):
-			c.reason = ReasonUnhealthy
-		case cfg.BusyPrefillFraction > 0 && spec.MaxNumBatchedTokens > 0 &&
-			float64(r.load.PrefillTokens) > cfg.BusyPrefillFraction*float64(spec.MaxNumBatchedTokens):
-			c.reason = ReasonBusyPrefill
-		case cfg.BusyDecodeFraction > 0 && spec.TotalKVBlocks > 0 &&
-			float64(r.load.DecodeBlocks) > cfg.BusyDecodeFraction*float64(spec.TotalKVBlocks):
-			c.reason = ReasonBusyDecode
-		}
+	e.cands = make([]evalCand, len(ranks))
+	for i, r := range ranks {
+		c := evalCand{rank: r, ov: ov[r.idx.slot], reason: p.filterReason(r, &f, now)}
 		if c.reason != "" {
 			e.reasons[c.reason]++
 		} else if !anyEligible || r.load.PrefillTokens < minPrefill {
@@ -171,18 +213,10 @@ func (p *memPool) evaluate(req *RouteRequest, now int64) *evaluation {
 		}
 	}
 	// Session affinity: a live binding to an eligible rank wins.
-	if cfg.SessionAffinityTTLMs > 0 && req.SessionID != "" {
-		if s := p.sessions[req.SessionID]; s != nil {
-			switch {
-			case !p.attached(s.rank) || !p.live(s.rank.worker, now) ||
-				(s.active == 0 && now >= s.idleAt+cfg.SessionAffinityTTLMs):
-				delete(p.sessions, req.SessionID)
-			default:
-				for i := range e.cands {
-					if e.cands[i].rank == s.rank && e.cands[i].reason == "" {
-						e.chosen, e.session = i, true
-					}
-				}
+	if s := p.boundRank(req, &cfg, now); s != nil {
+		for i := range e.cands {
+			if e.cands[i].rank == s && e.cands[i].reason == "" {
+				e.chosen, e.session = i, true
 			}
 		}
 	}
@@ -190,6 +224,24 @@ func (p *memPool) evaluate(req *RouteRequest, now int64) *evaluation {
 		e.chosen = idx[Pick(costs, cfg.Temperature, req.Random)]
 	}
 	return e
+}
+
+// boundRank returns the rank the request's live session binding names (nil: none), deleting a binding
+// whose worker is dead or removed, or that expired.
+func (p *memPool) boundRank(req *RouteRequest, cfg *PoolConfig, now int64) *memRank {
+	if cfg.SessionAffinityTTLMs <= 0 || req.SessionID == "" {
+		return nil
+	}
+	s := p.sessions[req.SessionID]
+	switch {
+	case s == nil:
+		return nil
+	case !p.attached(s.rank) || !p.live(s.rank.worker, now) ||
+		(s.active == 0 && now >= s.idleAt+cfg.SessionAffinityTTLMs):
+		delete(p.sessions, req.SessionID)
+		return nil
+	}
+	return s.rank
 }
 
 func (e *evaluation) decision(req *RouteRequest) Decision {
@@ -225,7 +277,10 @@ func (m *Memory) Route(_ context.Context, req RouteRequest) (Decision, error) {
 	if p.leases[req.RequestID] != nil {
 		return Decision{}, fmt.Errorf("%w: request %q already has an active lease", ErrConflict, req.RequestID)
 	}
-	e := p.evaluate(&req, req.NowMs)
+	e := p.chooseFast(&req, req.NowMs)
+	if e == nil {
+		e = p.evaluate(&req, req.NowMs)
+	}
 	if e.chosen < 0 {
 		return Decision{}, &NoEligibleError{Pool: req.Pool, Reasons: e.reasons}
 	}
@@ -245,6 +300,7 @@ func (p *memPool) book(req *RouteRequest, e *evaluation) {
 	r.load.PrefillTokens += l.prefill
 	r.load.DecodeBlocks += l.decode
 	r.load.Requests++
+	p.loadChanged(r)
 	r.worker.health.takeProbe(now, e.cfg.UnhealthyAfter)
 	if e.cfg.SessionAffinityTTLMs > 0 && req.SessionID != "" {
 		s := p.sessions[req.SessionID]
