@@ -85,26 +85,48 @@ func (m *u64Map[V]) Ref(key uint64) *V {
 }
 
 // refIndex returns the table slot of key, inserting the zero value if absent (inserted true). The index
-// is valid until the next insertion or deletion.
+// is valid until the next insertion or deletion. One probe sequence serves both: with linear probing
+// the empty slot that ends an unsuccessful search is where the key goes.
 func (m *u64Map[V]) refIndex(key uint64) (i int, inserted bool) {
-	if i := m.find(key); i >= 0 {
-		return i, false
-	}
-	if 2*(m.n+1) > len(m.slots)-1 {
-		m.grow()
-	}
-	m.n++
 	if key == 0 {
+		if m.zero {
+			return m.zeroAt(), false
+		}
+		if m.full() {
+			m.grow()
+		}
 		m.zero = true
+		m.n++
 		return m.zeroAt(), true
 	}
+	if len(m.slots) > 0 {
+		for j := m.home(key); ; j = (j + 1) & m.mask {
+			k := m.slots[j].key
+			if k == key {
+				return int(j), false
+			}
+			if k == 0 {
+				if m.full() {
+					break
+				}
+				m.slots[j].key = key
+				m.n++
+				return int(j), true
+			}
+		}
+	}
+	m.grow()
 	j := m.home(key)
 	for m.slots[j].key != 0 {
 		j = (j + 1) & m.mask
 	}
 	m.slots[j].key = key
+	m.n++
 	return int(j), true
 }
+
+// full reports whether one more key would take the load past 1/2.
+func (m *u64Map[V]) full() bool { return 2*(m.n+1) > len(m.slots)-1 }
 
 // Put sets key's value.
 func (m *u64Map[V]) Put(key uint64, v V) { *m.Ref(key) = v }
