@@ -89,10 +89,11 @@ func (e *eventHolders) at(i int) []slotID {
 			e.buf = append(e.buf, h.slot)
 		}
 	}
-	for j := 0; j < int(be.n) && j < inlineHolders; j++ {
+	n := be.count()
+	for j := 0; j < n && j < inlineHolders; j++ {
 		add(&be.inline[j])
 	}
-	if be.n > inlineHolders {
+	if n > inlineHolders {
 		over := e.ix.over[e.seq[i]]
 		for j := range over {
 			add(&over[j])

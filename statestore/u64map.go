@@ -7,23 +7,30 @@ import "math/bits"
 // Algorithm R), so deletions leave no tombstones. The index lives under constant store/evict churn; Go's
 // built-in map accumulates tombstones under that churn and its probe sequences grew long enough to be
 // most of the index's time (pprof: maps.ctrlGroup.matchH2). The table doubles at load 1/2.
+//
+// Key 0 marks an empty slot, so a slot is just its key and value (no "used" byte: the event table's
+// slots are 32 bytes, two per cache line). The key 0 itself lives in one extra slot past the probed
+// range (index len(slots)−1), so slot indexes work the same for every key.
 type u64Map[V any] struct {
-	slots []u64Slot[V]
-	shift uint // 64 − log2(len(slots))
-	mask  uint64
+	slots []u64Slot[V] // 2^k probed slots, then the slot of key 0
+	shift uint         // 64 − k
+	mask  uint64       // 2^k − 1
 	n     int
+	zero  bool // key 0 is present (in the last slot)
 }
 
 type u64Slot[V any] struct {
-	key  uint64
-	used bool
-	val  V
+	key uint64 // 0: empty (in the probed range)
+	val V
 }
 
 func (m *u64Map[V]) home(key uint64) uint64 { return (key * 0x9e3779b97f4a7c15) >> m.shift }
 
+// zeroAt is the index of key 0's slot.
+func (m *u64Map[V]) zeroAt() int { return len(m.slots) - 1 }
+
 func (m *u64Map[V]) init(size int) {
-	m.slots = make([]u64Slot[V], size)
+	m.slots = make([]u64Slot[V], size+1)
 	m.shift = uint(64 - bits.TrailingZeros(uint(size)))
 	m.mask = uint64(size - 1)
 }
@@ -31,18 +38,32 @@ func (m *u64Map[V]) init(size int) {
 // Len returns the number of keys.
 func (m *u64Map[V]) Len() int { return m.n }
 
+// usedAt reports whether table slot i (in [0, len(slots))) holds a key.
+func (m *u64Map[V]) usedAt(i int) bool {
+	if i == m.zeroAt() {
+		return m.zero
+	}
+	return m.slots[i].key != 0
+}
+
 // find returns the slot index of key, or -1.
 func (m *u64Map[V]) find(key uint64) int {
 	if m.n == 0 {
 		return -1
 	}
-	for i := m.home(key); ; i = (i + 1) & m.mask {
-		s := &m.slots[i]
-		if !s.used {
-			return -1
+	if key == 0 {
+		if m.zero {
+			return m.zeroAt()
 		}
-		if s.key == key {
+		return -1
+	}
+	for i := m.home(key); ; i = (i + 1) & m.mask {
+		k := m.slots[i].key
+		if k == key {
 			return int(i)
+		}
+		if k == 0 {
+			return -1
 		}
 	}
 }
@@ -64,22 +85,48 @@ func (m *u64Map[V]) Ref(key uint64) *V {
 }
 
 // refIndex returns the table slot of key, inserting the zero value if absent (inserted true). The index
-// is valid until the next insertion or deletion.
+// is valid until the next insertion or deletion. One probe sequence serves both: with linear probing
+// the empty slot that ends an unsuccessful search is where the key goes.
 func (m *u64Map[V]) refIndex(key uint64) (i int, inserted bool) {
-	if i := m.find(key); i >= 0 {
-		return i, false
+	if key == 0 {
+		if m.zero {
+			return m.zeroAt(), false
+		}
+		if m.full() {
+			m.grow()
+		}
+		m.zero = true
+		m.n++
+		return m.zeroAt(), true
 	}
-	if 2*(m.n+1) > len(m.slots) {
-		m.grow()
+	if len(m.slots) > 0 {
+		for j := m.home(key); ; j = (j + 1) & m.mask {
+			k := m.slots[j].key
+			if k == key {
+				return int(j), false
+			}
+			if k == 0 {
+				if m.full() {
+					break
+				}
+				m.slots[j].key = key
+				m.n++
+				return int(j), true
+			}
+		}
 	}
+	m.grow()
 	j := m.home(key)
-	for m.slots[j].used {
+	for m.slots[j].key != 0 {
 		j = (j + 1) & m.mask
 	}
-	m.slots[j] = u64Slot[V]{key: key, used: true}
+	m.slots[j].key = key
 	m.n++
 	return int(j), true
 }
+
+// full reports whether one more key would take the load past 1/2.
+func (m *u64Map[V]) full() bool { return 2*(m.n+1) > len(m.slots)-1 }
 
 // Put sets key's value.
 func (m *u64Map[V]) Put(key uint64, v V) { *m.Ref(key) = v }
@@ -88,18 +135,24 @@ func (m *u64Map[V]) grow() {
 	old := m.slots
 	size := 8
 	if len(old) > 0 {
-		size = 2 * len(old)
+		size = 2 * (len(old) - 1)
 	}
 	m.init(size)
-	for i := range old {
-		if old[i].used {
+	if len(old) == 0 {
+		return
+	}
+	// Fibonacci hashing keeps keys in home order when the table doubles (home' = 2·home or 2·home+1),
+	// so this loop writes the new table almost sequentially.
+	for i := range old[:len(old)-1] {
+		if old[i].key != 0 {
 			j := m.home(old[i].key)
-			for m.slots[j].used {
+			for m.slots[j].key != 0 {
 				j = (j + 1) & m.mask
 			}
 			m.slots[j] = old[i]
 		}
 	}
+	m.slots[m.zeroAt()] = old[len(old)-1]
 }
 
 // Delete removes key if present.
@@ -113,25 +166,30 @@ func (m *u64Map[V]) Delete(key uint64) {
 // back. Every slot index and pointer obtained before is invalid afterwards.
 func (m *u64Map[V]) deleteAt(i int) {
 	m.n--
-	u := uint64(i)
-	for j := (u + 1) & m.mask; m.slots[j].used; j = (j + 1) & m.mask {
-		h := m.home(m.slots[j].key)
-		// Move slot j back to u unless its home lies cyclically in (u, j].
-		if (j > u && (h <= u || h > j)) || (j < u && h <= u && h > j) {
-			m.slots[u] = m.slots[j]
-			u = j
+	if i == m.zeroAt() {
+		m.zero = false
+		m.slots[i] = u64Slot[V]{}
+	} else {
+		u := uint64(i)
+		for j := (u + 1) & m.mask; m.slots[j].key != 0; j = (j + 1) & m.mask {
+			h := m.home(m.slots[j].key)
+			// Move slot j back to u unless its home lies cyclically in (u, j].
+			if (j > u && (h <= u || h > j)) || (j < u && h <= u && h > j) {
+				m.slots[u] = m.slots[j]
+				u = j
+			}
 		}
+		m.slots[u] = u64Slot[V]{}
 	}
-	m.slots[u] = u64Slot[V]{}
 	if m.n == 0 && len(m.slots) > 1024 {
-		m.slots, m.shift, m.mask = nil, 0, 0 // give a cleared index's memory back
+		*m = u64Map[V]{} // give a cleared index's memory back
 	}
 }
 
 // Range calls f for every key and value until f returns false. f must not insert or delete.
 func (m *u64Map[V]) Range(f func(key uint64, v *V) bool) {
 	for i := range m.slots {
-		if m.slots[i].used && !f(m.slots[i].key, &m.slots[i].val) {
+		if m.usedAt(i) && !f(m.slots[i].key, &m.slots[i].val) {
 			return
 		}
 	}
