@@ -51,7 +51,7 @@ func (p *memPool) overlaps(seq []uint64, now int64) map[slotID]Overlap {
 		// only its holders are looked at (not every rank of the pool).
 		if be := p.events.entry(seq[0]); be != nil {
 			var orphaned []*rankIndex
-			for j := 0; j < int(be.n); j++ {
+			for j := 0; j < be.count(); j++ {
 				h := p.events.holderAt(seq[0], be, j)
 				if r := p.slots[h.slot]; h.tiers != 0 && r != nil && r.idx.orphans > 0 {
 					orphaned = append(orphaned, r.idx)
