@@ -18,7 +18,7 @@ func init() {
 
 func runBenchRoute(ctx context.Context, args []string) error {
 	fs := newFlagSet("bench route", "bench route [--store memory,redis://…] [--workers 16,64,…] [--prompt 64,512,…] [--blocks M] [--sharing K]\n"+
-		"                   [--clients 1,16] [--duration D | --routes N] [--rate R|half] [--repeat N] [--no-done]\n"+
+		"                   [--clients 1,16] [--duration D | --routes N] [--rate R|half [--senders S]] [--repeat N] [--no-done]\n"+
 		"                   [--slowlog-us US] [--prefix P] [--route-script LIB.lua:ROUTE.lua,...]\n\n"+
 		"One run per (workers, prompt, store, clients) combination, each repeated --repeat times; JSON on stdout\n"+
 		"(every run and the median/min/max summaries), a text table on stderr. Redis figures are INFO deltas over\n"+
@@ -33,6 +33,7 @@ func runBenchRoute(ctx context.Context, args []string) error {
 	duration := fs.Duration("duration", 3*time.Second, "length of each run (unless --routes)")
 	routes := fs.Int("routes", 0, "decisions per client per run instead of --duration (0 = use --duration)")
 	rateFlag := fs.String("rate", "", "also run open loop at this many decisions/s, or \"half\" of the closed-loop run's decisions/s; empty = closed loop only")
+	senders := fs.Int("senders", 64, "most decisions in flight in an open-loop run (at least the run's clients), so the rate holds through a stall")
 	noDone := fs.Bool("no-done", false, "do not call done after each decision (loads grow through the run)")
 	repeat := fs.Int("repeat", 3, "runs per combination (median, min, max reported)")
 	calibrate := fs.Int("calibrate", 1000, "sequential decisions, then done calls, per repeat to split Redis CPU between route and done (Redis only); 0 = skip")
@@ -44,7 +45,7 @@ func runBenchRoute(ctx context.Context, args []string) error {
 		return err
 	}
 	o := bench.RouteOptions{Blocks: *blocks, Sharing: *sharing, Duration: *duration, Routes: *routes, NoDone: *noDone,
-		Repeat: *repeat, Calibrate: *calibrate, PredictedTTLMs: predTTL.Milliseconds(), Log: os.Stderr}
+		Repeat: *repeat, Senders: *senders, Calibrate: *calibrate, PredictedTTLMs: predTTL.Milliseconds(), Log: os.Stderr}
 	if *calibrate == 0 {
 		o.Calibrate = -1
 	}
@@ -67,8 +68,8 @@ func runBenchRoute(ctx context.Context, args []string) error {
 			return fmt.Errorf("--rate %q: want decisions/s > 0 or \"half\"", *rateFlag)
 		}
 	}
-	if *repeat < 1 || *routes < 0 || *sharing < 1 || *calibrate < 0 || *slowlogUs < 0 {
-		return fmt.Errorf("--repeat and --sharing must be >= 1, --routes, --calibrate and --slowlog-us >= 0")
+	if *repeat < 1 || *routes < 0 || *sharing < 1 || *senders < 1 || *calibrate < 0 || *slowlogUs < 0 {
+		return fmt.Errorf("--repeat, --sharing and --senders must be >= 1, --routes, --calibrate and --slowlog-us >= 0")
 	}
 	var names, sources []string
 	for _, pair := range strings.Split(*scripts, ",") {

@@ -32,8 +32,11 @@ type RouteOptions struct {
 	Blocks int
 	// Sharing is how many workers hold each chain (capped at the worker count). Default DefaultSharing.
 	Sharing int
-	// Clients: concurrent clients (closed loop) or senders (open loop), one run per count.
+	// Clients: concurrent clients of the closed-loop runs, one run per count.
 	Clients []int
+	// Senders is the most calls in flight of an open-loop run (at least its clients): enough that
+	// the fixed rate holds through a stall instead of turning the run into a closed loop. Default 64.
+	Senders int
 	// Duration of each run, unless Routes > 0: then each run makes Routes·clients decisions.
 	Duration time.Duration
 	Routes   int
@@ -45,8 +48,9 @@ type RouteOptions struct {
 	NoDone bool
 	// Repeat is the runs per combination (median, min, max are reported). Default 3.
 	Repeat int
-	// Calibrate is the sequential decisions, then `done` calls, of each repeat's calibration phase on a
-	// server store (Redis CPU of a decision alone and of a done alone). Default 1000; < 0 = skip.
+	// Calibrate is the decisions, then `done` calls, of the calibration phase before each closed-loop
+	// run on a server store (Redis CPU of a decision alone and of a done alone, at the run's
+	// concurrency). Default 1000; < 0 = skip.
 	Calibrate int
 	// PromptPool is the number of prompts hashed before the runs (decisions draw from it, so hashing
 	// is outside the timed window). Default 1024.
@@ -90,6 +94,10 @@ type RouteRun struct {
 	P50us         float64 `json:"p50_us"`
 	P99us         float64 `json:"p99_us"`
 	MaxUs         float64 `json:"max_us"`
+	// LagP50us and LagP99us (open loop) are the send lag: how late calls started after their
+	// scheduled time (the generator's timers and preemption, and senders all busy); part of the latency.
+	LagP50us float64 `json:"send_lag_p50_us,omitempty"`
+	LagP99us float64 `json:"send_lag_p99_us,omitempty"`
 	// RedisCPUus is Redis CPU (used_cpu_user+sys delta, all nodes) over the run per decision, its
 	// `done` included; ExclDone subtracts this repeat's calibrated CPU per done.
 	RedisCPUus         float64 `json:"redis_cpu_us_per_decision,omitempty"`
@@ -105,14 +113,16 @@ type RouteRun struct {
 	LoadAfter  LoadAvg                    `json:"loadavg_after"`
 }
 
-// RouteCalibration is one repeat's calibration on a server store: Calls sequential decisions without
-// done, then their Calls done calls, each phase's Redis CPU per call.
+// RouteCalibration is one repeat's calibration on a server store for one client count: Calls
+// decisions without done, then their Calls done calls, from Clients concurrent clients; each phase's
+// Redis CPU per call. RedisCPUusExclDone of the runs subtracts DoneCPUus.
 type RouteCalibration struct {
 	Store         string  `json:"store"`
 	Variant       string  `json:"variant,omitempty"`
 	Workers       int     `json:"workers"`
 	PromptBlocks  int     `json:"prompt_blocks"`
 	Repeat        int     `json:"repeat"`
+	Clients       int     `json:"clients"`
 	Calls         int     `json:"calls"`
 	RouteCPUus    float64 `json:"route_only_redis_cpu_us"`
 	DoneCPUus     float64 `json:"done_only_redis_cpu_us"`
@@ -148,6 +158,7 @@ type RouteSummary struct {
 	P50us              Summary `json:"p50_us"`
 	P99us              Summary `json:"p99_us"`
 	MaxUs              Summary `json:"max_us"`
+	LagP99us           Summary `json:"send_lag_p99_us"`
 	RedisCPUus         Summary `json:"redis_cpu_us_per_decision"`
 	RedisCPUusExclDone Summary `json:"redis_cpu_us_per_decision_excl_done"`
 	DecisionsPerCoreS  Summary `json:"decisions_per_redis_core_s"`
@@ -182,6 +193,9 @@ func (o *RouteOptions) defaults() error {
 	}
 	if o.Calibrate == 0 {
 		o.Calibrate = 1000
+	}
+	if o.Senders == 0 {
+		o.Senders = 64
 	}
 	if o.PromptPool == 0 {
 		o.PromptPool = 1024
@@ -285,17 +299,17 @@ func routeCombination(ctx context.Context, t RouteTarget, workers, prompt int, o
 			if len(variants) > 1 {
 				base.Variant = v.Name
 			}
-			doneUs := 0.0
-			if _, ok := v.Store.(serverStats); ok && o.Calibrate > 0 {
-				c, err := calibrateDone(ctx, v.Store, b.Pool, prompts, o.Calibrate, fmt.Sprintf("cal%d-", r))
-				if err != nil {
-					return fmt.Errorf("calibration: %w", err)
-				}
-				c.Store, c.Variant, c.Workers, c.PromptBlocks, c.Repeat = t.Name, base.Variant, workers, prompt, r
-				rep.Calibrations = append(rep.Calibrations, c)
-				doneUs = c.DoneCPUus
-			}
 			for _, clients := range o.Clients {
+				doneUs := 0.0
+				if _, ok := v.Store.(serverStats); ok && o.Calibrate > 0 && !o.NoDone {
+					c, err := calibrateDone(ctx, v.Store, b.Pool, prompts, o.Calibrate, clients, fmt.Sprintf("cal%d-", r))
+					if err != nil {
+						return fmt.Errorf("calibration: %w", err)
+					}
+					c.Store, c.Variant, c.Workers, c.PromptBlocks, c.Repeat = t.Name, base.Variant, workers, prompt, r
+					rep.Calibrations = append(rep.Calibrations, c)
+					doneUs = c.DoneCPUus
+				}
 				run := base
 				run.Clients, run.Mode = clients, "closed"
 				spec := loadSpec{Senders: clients, Duration: o.Duration, Calls: o.Routes * clients}
@@ -312,7 +326,7 @@ func routeCombination(ctx context.Context, t RouteTarget, workers, prompt int, o
 				}
 				open := base
 				open.Clients, open.Mode, open.TargetRate = clients, "open", rate
-				spec.Rate = rate
+				spec.Rate, spec.Senders = rate, max(clients, o.Senders)
 				if err := routeRun(ctx, v.Store, b.Pool, prompts, spec, !o.NoDone, doneUs, &open); err != nil {
 					return err
 				}
@@ -367,7 +381,7 @@ func routeRun(ctx context.Context, st statestore.Store, pool string, prompts []b
 	if err != nil {
 		return err
 	}
-	lat, el, err := runLoad(ctx, wallClock{}, spec, call)
+	lat, el, lag, err := runLoad(ctx, wallClock{}, spec, call)
 	if err != nil {
 		return err
 	}
@@ -383,6 +397,10 @@ func routeRun(ctx context.Context, st statestore.Store, pool string, prompts []b
 	if n > 0 {
 		run.MaxUs = float64(lat[n-1].Nanoseconds()) / 1e3
 	}
+	if len(lag) > 0 {
+		slices.Sort(lag)
+		run.LagP50us, run.LagP99us = quantileUs(lag, 0.50), quantileUs(lag, 0.99)
+	}
 	if server && n > 0 {
 		run.RedisCPUus = d.CPUSeconds * 1e6 / float64(n)
 		if done {
@@ -397,41 +415,41 @@ func routeRun(ctx context.Context, st statestore.Store, pool string, prompts []b
 	return nil
 }
 
-// calibrateDone makes n sequential decisions without done, then their n done calls, and measures
-// each phase's server counters per call.
-func calibrateDone(ctx context.Context, st statestore.Store, pool string, prompts []benchPrompt, n int, idPrefix string) (RouteCalibration, error) {
-	c := RouteCalibration{Calls: n}
+// calibrateDone makes n decisions without done from `clients` concurrent clients, then their n done
+// calls at the same concurrency (pipelining changes the CPU per call, so the split is taken at the
+// run's own concurrency), and measures each phase's server counters per call.
+func calibrateDone(ctx context.Context, st statestore.Store, pool string, prompts []benchPrompt, n, clients int, idPrefix string) (RouteCalibration, error) {
+	c := RouteCalibration{Calls: n, Clients: clients}
 	idPrefix += strconv.FormatInt(time.Now().UnixNano(), 36) + "-"
-	r := rand.New(rand.NewPCG(3, uint64(n)))
-	ph, err := startPhase(ctx, st)
-	if err != nil {
-		return c, err
+	rngs := make([]*rand.Rand, clients)
+	for i := range rngs {
+		rngs[i] = rand.New(rand.NewPCG(3, uint64(i)))
 	}
-	for i := 0; i < n; i++ {
-		p := &prompts[r.IntN(len(prompts))]
-		req := statestore.RouteRequest{Pool: pool, RequestID: idPrefix + strconv.Itoa(i), SeqHashes: p.seq, ISL: p.isl, Random: r.Float64(), NowMs: time.Now().UnixMilli()}
-		if _, err := st.Route(ctx, req); err != nil {
+	route := func(s, i int) (time.Time, time.Time, error) {
+		p := &prompts[rngs[s].IntN(len(prompts))]
+		req := statestore.RouteRequest{Pool: pool, RequestID: idPrefix + strconv.Itoa(i), SeqHashes: p.seq, ISL: p.isl, Random: rngs[s].Float64(), NowMs: time.Now().UnixMilli()}
+		_, err := st.Route(ctx, req)
+		return time.Time{}, time.Time{}, err
+	}
+	done := func(_, i int) (time.Time, time.Time, error) {
+		_, err := st.Done(ctx, pool, idPrefix+strconv.Itoa(i), time.Now().UnixMilli())
+		return time.Time{}, time.Time{}, err
+	}
+	var d [2]statestore.ServerStats
+	for k, call := range []callFunc{route, done} {
+		ph, err := startPhase(ctx, st)
+		if err != nil {
+			return c, err
+		}
+		if _, _, _, err := runLoad(ctx, wallClock{}, loadSpec{Senders: clients, Calls: n}, call); err != nil {
+			return c, err
+		}
+		if d[k], _, _, err = ph.end(ctx); err != nil {
 			return c, err
 		}
 	}
-	routeD, _, _, err := ph.end(ctx)
-	if err != nil {
-		return c, err
-	}
-	if ph, err = startPhase(ctx, st); err != nil {
-		return c, err
-	}
-	for i := 0; i < n; i++ {
-		if _, err := st.Done(ctx, pool, idPrefix+strconv.Itoa(i), time.Now().UnixMilli()); err != nil {
-			return c, err
-		}
-	}
-	doneD, _, _, err := ph.end(ctx)
-	if err != nil {
-		return c, err
-	}
-	c.RouteCPUus, c.DoneCPUus = routeD.CPUSeconds*1e6/float64(n), doneD.CPUSeconds*1e6/float64(n)
-	c.RouteCommandU, c.DoneCommandUs = routeD.CommandUsec/float64(n), doneD.CommandUsec/float64(n)
+	c.RouteCPUus, c.DoneCPUus = d[0].CPUSeconds*1e6/float64(n), d[1].CPUSeconds*1e6/float64(n)
+	c.RouteCommandU, c.DoneCommandUs = d[0].CommandUsec/float64(n), d[1].CommandUsec/float64(n)
 	return c, nil
 }
 
@@ -466,6 +484,7 @@ func summarizeRoute(runs []RouteRun) []RouteSummary {
 			P50us:              col(func(r RouteRun) float64 { return r.P50us }),
 			P99us:              col(func(r RouteRun) float64 { return r.P99us }),
 			MaxUs:              col(func(r RouteRun) float64 { return r.MaxUs }),
+			LagP99us:           col(func(r RouteRun) float64 { return r.LagP99us }),
 			RedisCPUus:         col(func(r RouteRun) float64 { return r.RedisCPUus }),
 			RedisCPUusExclDone: col(func(r RouteRun) float64 { return r.RedisCPUusExclDone }),
 			DecisionsPerCoreS:  col(func(r RouteRun) float64 { return r.DecisionsPerCoreS }),

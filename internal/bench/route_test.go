@@ -120,6 +120,7 @@ func TestRouteRedisSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(rep.Runs) != 2*2*2 || len(rep.Calibrations) != 2*2 {
+		// 2 repeats × 2 variants × 1 client count
 		t.Fatalf("runs %d calibrations %d; want 8 and 4", len(rep.Runs), len(rep.Calibrations))
 	}
 	for _, r := range rep.Runs {
