@@ -34,6 +34,7 @@ func runBenchRoute(ctx context.Context, args []string) error {
 	routes := fs.Int("routes", 0, "decisions per client per run instead of --duration (0 = use --duration)")
 	rateFlag := fs.String("rate", "", "also run open loop at this many decisions/s, or \"half\" of the closed-loop run's decisions/s; empty = closed loop only")
 	senders := fs.Int("senders", 64, "most decisions in flight in an open-loop run (at least the run's clients), so the rate holds through a stall")
+	promptPool := fs.Int("prompt-pool", 1024, "prompts hashed before the runs; decisions draw from them (client work outside the timed window)")
 	noDone := fs.Bool("no-done", false, "do not call done after each decision (loads grow through the run)")
 	repeat := fs.Int("repeat", 3, "runs per combination (median, min, max reported)")
 	calibrate := fs.Int("calibrate", 1000, "sequential decisions, then done calls, per repeat to split Redis CPU between route and done (Redis only); 0 = skip")
@@ -45,7 +46,7 @@ func runBenchRoute(ctx context.Context, args []string) error {
 		return err
 	}
 	o := bench.RouteOptions{Blocks: *blocks, Sharing: *sharing, Duration: *duration, Routes: *routes, NoDone: *noDone,
-		Repeat: *repeat, Senders: *senders, Calibrate: *calibrate, PredictedTTLMs: predTTL.Milliseconds(), Log: os.Stderr}
+		Repeat: *repeat, Senders: *senders, PromptPool: *promptPool, Calibrate: *calibrate, PredictedTTLMs: predTTL.Milliseconds(), Log: os.Stderr}
 	if *calibrate == 0 {
 		o.Calibrate = -1
 	}
@@ -68,8 +69,8 @@ func runBenchRoute(ctx context.Context, args []string) error {
 			return fmt.Errorf("--rate %q: want decisions/s > 0 or \"half\"", *rateFlag)
 		}
 	}
-	if *repeat < 1 || *routes < 0 || *sharing < 1 || *senders < 1 || *calibrate < 0 || *slowlogUs < 0 {
-		return fmt.Errorf("--repeat, --sharing and --senders must be >= 1, --routes, --calibrate and --slowlog-us >= 0")
+	if *repeat < 1 || *routes < 0 || *sharing < 1 || *senders < 1 || *promptPool < 1 || *calibrate < 0 || *slowlogUs < 0 {
+		return fmt.Errorf("--repeat, --sharing, --senders and --prompt-pool must be >= 1, --routes, --calibrate and --slowlog-us >= 0")
 	}
 	var names, sources []string
 	for _, pair := range strings.Split(*scripts, ",") {
