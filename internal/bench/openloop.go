@@ -49,13 +49,14 @@ type loadSpec struct {
 // (work outside [start, end], e.g. a `done` after a decision, is not latency).
 type callFunc func(sender, slot int) (start, end time.Time, err error)
 
-// runLoad drives calls as spec says and returns every call's latency (unsorted), the run's elapsed
+// runLoad drives calls as spec says and returns (unsorted) every call's latency, the run's elapsed
 // time and, in open loop, every call's send lag (its start − its scheduled time: the generator's own
-// delay, timer granularity and preemption included, which the latency contains too). Open loop: call i is scheduled at start + i/Rate; a free sender takes the next slot, waits
+// delay, timer granularity and preemption included, which the latency contains too) and service time
+// (end − start, the latency without the lag). Open loop: call i is scheduled at start + i/Rate; a free sender takes the next slot, waits
 // until its time and calls; the latency runs from the scheduled time, not from when the call could
 // start, so a slow call charges its delay to the calls queued behind it (no coordinated omission).
 // Closed loop: the latency is end − start of each call.
-func runLoad(ctx context.Context, clk clock, spec loadSpec, call callFunc) (lat []time.Duration, elapsed time.Duration, lag []time.Duration, err error) {
+func runLoad(ctx context.Context, clk clock, spec loadSpec, call callFunc) (lat []time.Duration, elapsed time.Duration, lag, svc []time.Duration, err error) {
 	n := spec.Calls
 	if n <= 0 && spec.Rate > 0 {
 		n = int(spec.Rate * spec.Duration.Seconds())
@@ -71,8 +72,12 @@ func runLoad(ctx context.Context, clk clock, spec loadSpec, call callFunc) (lat 
 		wg.Add(1)
 		go func(s int) {
 			defer wg.Done()
-			var mine, myLag []time.Duration
-			defer func() { mu.Lock(); lat, lag = append(lat, mine...), append(lag, myLag...); mu.Unlock() }()
+			var mine, myLag, mySvc []time.Duration
+			defer func() {
+				mu.Lock()
+				lat, lag, svc = append(lat, mine...), append(lag, myLag...), append(svc, mySvc...)
+				mu.Unlock()
+			}()
 			for ctx.Err() == nil && !stop.Load() {
 				i := int(next.Add(1) - 1)
 				if n > 0 && i >= n || n <= 0 && !clk.Now().Before(deadline) {
@@ -96,7 +101,7 @@ func runLoad(ctx context.Context, clk clock, spec loadSpec, call callFunc) (lat 
 				if spec.Rate <= 0 {
 					sched = t0
 				} else {
-					myLag = append(myLag, t0.Sub(sched))
+					myLag, mySvc = append(myLag, t0.Sub(sched)), append(mySvc, t1.Sub(t0))
 				}
 				mine = append(mine, t1.Sub(sched))
 			}
@@ -106,5 +111,5 @@ func runLoad(ctx context.Context, clk clock, spec loadSpec, call callFunc) (lat 
 	if firstErr == nil {
 		firstErr = ctx.Err()
 	}
-	return lat, clk.Now().Sub(start), lag, firstErr
+	return lat, clk.Now().Sub(start), lag, svc, firstErr
 }

@@ -98,6 +98,9 @@ type RouteRun struct {
 	// scheduled time (the generator's timers and preemption, and senders all busy); part of the latency.
 	LagP50us float64 `json:"send_lag_p50_us,omitempty"`
 	LagP99us float64 `json:"send_lag_p99_us,omitempty"`
+	// ServiceP50us and ServiceP99us (open loop) are end − actual start: the latency without the lag.
+	ServiceP50us float64 `json:"service_p50_us,omitempty"`
+	ServiceP99us float64 `json:"service_p99_us,omitempty"`
 	// RedisCPUus is Redis CPU (used_cpu_user+sys delta, all nodes) over the run per decision, its
 	// `done` included; ExclDone subtracts this repeat's calibrated CPU per done.
 	RedisCPUus         float64 `json:"redis_cpu_us_per_decision,omitempty"`
@@ -158,7 +161,10 @@ type RouteSummary struct {
 	P50us              Summary `json:"p50_us"`
 	P99us              Summary `json:"p99_us"`
 	MaxUs              Summary `json:"max_us"`
+	LagP50us           Summary `json:"send_lag_p50_us"`
 	LagP99us           Summary `json:"send_lag_p99_us"`
+	ServiceP50us       Summary `json:"service_p50_us"`
+	ServiceP99us       Summary `json:"service_p99_us"`
 	RedisCPUus         Summary `json:"redis_cpu_us_per_decision"`
 	RedisCPUusExclDone Summary `json:"redis_cpu_us_per_decision_excl_done"`
 	DecisionsPerCoreS  Summary `json:"decisions_per_redis_core_s"`
@@ -381,7 +387,7 @@ func routeRun(ctx context.Context, st statestore.Store, pool string, prompts []b
 	if err != nil {
 		return err
 	}
-	lat, el, lag, err := runLoad(ctx, wallClock{}, spec, call)
+	lat, el, lag, svc, err := runLoad(ctx, wallClock{}, spec, call)
 	if err != nil {
 		return err
 	}
@@ -400,6 +406,8 @@ func routeRun(ctx context.Context, st statestore.Store, pool string, prompts []b
 	if len(lag) > 0 {
 		slices.Sort(lag)
 		run.LagP50us, run.LagP99us = quantileUs(lag, 0.50), quantileUs(lag, 0.99)
+		slices.Sort(svc)
+		run.ServiceP50us, run.ServiceP99us = quantileUs(svc, 0.50), quantileUs(svc, 0.99)
 	}
 	if server && n > 0 {
 		run.RedisCPUus = d.CPUSeconds * 1e6 / float64(n)
@@ -441,7 +449,7 @@ func calibrateDone(ctx context.Context, st statestore.Store, pool string, prompt
 		if err != nil {
 			return c, err
 		}
-		if _, _, _, err := runLoad(ctx, wallClock{}, loadSpec{Senders: clients, Calls: n}, call); err != nil {
+		if _, _, _, _, err := runLoad(ctx, wallClock{}, loadSpec{Senders: clients, Calls: n}, call); err != nil {
 			return c, err
 		}
 		if d[k], _, _, err = ph.end(ctx); err != nil {
@@ -484,7 +492,10 @@ func summarizeRoute(runs []RouteRun) []RouteSummary {
 			P50us:              col(func(r RouteRun) float64 { return r.P50us }),
 			P99us:              col(func(r RouteRun) float64 { return r.P99us }),
 			MaxUs:              col(func(r RouteRun) float64 { return r.MaxUs }),
+			LagP50us:           col(func(r RouteRun) float64 { return r.LagP50us }),
 			LagP99us:           col(func(r RouteRun) float64 { return r.LagP99us }),
+			ServiceP50us:       col(func(r RouteRun) float64 { return r.ServiceP50us }),
+			ServiceP99us:       col(func(r RouteRun) float64 { return r.ServiceP99us }),
 			RedisCPUus:         col(func(r RouteRun) float64 { return r.RedisCPUus }),
 			RedisCPUusExclDone: col(func(r RouteRun) float64 { return r.RedisCPUusExclDone }),
 			DecisionsPerCoreS:  col(func(r RouteRun) float64 { return r.DecisionsPerCoreS }),

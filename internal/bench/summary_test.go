@@ -69,7 +69,7 @@ func TestOpenLoopSlots(t *testing.T) {
 			now := clk.Now()
 			return now, now, nil
 		}
-		lat, _, _, err := runLoad(context.Background(), clk, loadSpec{Senders: senders, Rate: 1000, Duration: 250 * time.Millisecond}, call)
+		lat, _, _, _, err := runLoad(context.Background(), clk, loadSpec{Senders: senders, Rate: 1000, Duration: 250 * time.Millisecond}, call)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -94,7 +94,7 @@ func TestOpenLoopNoCoordinatedOmission(t *testing.T) {
 		start := clk.Now()
 		return start, clk.advance(2 * interval), nil
 	}
-	lat, el, lag, err := runLoad(context.Background(), clk, loadSpec{Senders: 1, Rate: 1000, Calls: 10}, call)
+	lat, el, lag, svc, err := runLoad(context.Background(), clk, loadSpec{Senders: 1, Rate: 1000, Calls: 10}, call)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,11 +108,16 @@ func TestOpenLoopNoCoordinatedOmission(t *testing.T) {
 			t.Errorf("call %d send lag %v; want %v", i, d, want)
 		}
 	}
+	for _, d := range svc {
+		if d != 2*interval {
+			t.Errorf("service time %v; want 2 ms", d)
+		}
+	}
 	if el != 20*interval {
 		t.Errorf("elapsed %v; want 20 ms of fake time", el)
 	}
 	// Closed loop: latency is the call's own time.
-	lat, _, _, _ = runLoad(context.Background(), clk, loadSpec{Senders: 1, Calls: 3}, call)
+	lat, _, _, _, _ = runLoad(context.Background(), clk, loadSpec{Senders: 1, Calls: 3}, call)
 	for _, d := range lat {
 		if d != 2*interval {
 			t.Errorf("closed-loop latency %v; want 2 ms", d)
@@ -130,7 +135,7 @@ func TestLoadStopsOnError(t *testing.T) {
 		}
 		return clk.Now(), clk.advance(time.Microsecond), nil
 	}
-	lat, _, _, err := runLoad(context.Background(), clk, loadSpec{Senders: 4, Duration: time.Hour}, call)
+	lat, _, _, _, err := runLoad(context.Background(), clk, loadSpec{Senders: 4, Duration: time.Hour}, call)
 	if !errors.Is(err, boom) || len(lat) > 1000 {
 		t.Errorf("err %v after %d calls; want boom, promptly", err, len(lat))
 	}
