@@ -197,6 +197,9 @@ type SlowlogSummary struct {
 	// Truncated: more entries were logged than the log retains (slowlog-max-len), so Logged and MaxUs
 	// cover only the retained ones.
 	Truncated bool `json:"truncated,omitempty"`
+	// LoggedAll counts every entry logged after the mark, by any client, from the entry ids (exact
+	// even when truncated; on a server only the benchmark uses, all of them are the benchmark's).
+	LoggedAll int64 `json:"logged_all"`
 }
 
 // slowEntry is one SLOWLOG GET entry.
@@ -263,6 +266,9 @@ func (r *Redis) SlowlogSince(ctx context.Context, mark SlowlogMark, match string
 		es, err := r.slowlog(ctx, addr, -1)
 		if err != nil {
 			return s, err
+		}
+		if len(es) > 0 && es[0].id > last {
+			s.LoggedAll += es[0].id - last
 		}
 		oldest := int64(-1)
 		for _, e := range es {

@@ -170,7 +170,10 @@ type RouteSummary struct {
 	DecisionsPerCoreS  Summary `json:"decisions_per_redis_core_s"`
 	CommandUs          Summary `json:"command_us_per_decision"`
 	// SlowCalls sums the namespace's SLOWLOG entries over the repeats; SlowMaxUs is the longest.
-	SlowCalls int     `json:"slowlog_calls"`
+	SlowCalls int `json:"slowlog_calls"`
+	// SlowAll sums every entry the server logged during the runs, any client, counted from entry ids
+	// (exact even where the retained log was truncated).
+	SlowAll   int64   `json:"slowlog_calls_all_clients"`
 	SlowMaxUs int64   `json:"slowlog_max_us"`
 	Load      Summary `json:"loadavg_1m"`
 }
@@ -506,6 +509,7 @@ func summarizeRoute(runs []RouteRun) []RouteSummary {
 			loads = append(loads, r.LoadBefore[0], r.LoadAfter[0])
 			if r.Slowlog != nil {
 				s.SlowCalls += r.Slowlog.Logged
+				s.SlowAll += r.Slowlog.LoggedAll
 				s.SlowMaxUs = max(s.SlowMaxUs, r.Slowlog.MaxUs)
 			}
 		}
