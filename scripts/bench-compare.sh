@@ -65,7 +65,8 @@ tmp, rounds, oldrev, newrev = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.ar
 metrics = ["decisions_per_s", "p50_us", "p99_us", "max_us", "redis_cpu_us_per_decision",
            "redis_cpu_us_per_decision_excl_done", "decisions_per_redis_core_s", "command_us_per_decision",
            "redis_us_per_decision", "blocks_per_s", "redis_cpu_us_per_block", "blocks_per_redis_core_s",
-           "bytes_per_entry", "wall_last_over_first", "redis_cpu_last_over_first"]
+           "bytes_per_entry", "wall_last_over_first", "redis_cpu_last_over_first",
+           "wall_us_per_registration", "redis_cpu_us_per_registration"]
 vals = {}  # (key, metric) -> side -> [values]
 order = []
 def add(side, key, rec):
@@ -89,6 +90,9 @@ for side in ("old", "new"):
             key = " ".join(f"{f}={r.get(f, rep.get(f))}" for f in ("store", "workers", "prompt_blocks", "clients", "mode")
                            if r.get(f, rep.get(f)) is not None)
             add(side, key or rep.get("bench", "run"), r)
+            for sl in r.get("slices") or []:  # register: one row per slice of workers
+                if "from" in sl and "wall_us_per_registration" in sl and not isinstance(sl["wall_us_per_registration"], dict):
+                    add(side, f"{key} registering {sl['from']}-{sl['to']}", sl)
 def fmt(xs):
     if not xs:
         return "-"
