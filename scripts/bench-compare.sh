@@ -2,7 +2,7 @@
 # bench-compare.sh: the same `kvrouter bench` run against two revisions, alternated in one session, so a
 # before/after is "the same benchmark in the same run" (the shared box's load hits both alike).
 #
-#   scripts/bench-compare.sh [-n ROUNDS] OLD_REV NEW_REV -- <bench subcommand and flags>
+#   scripts/bench-compare.sh [-n ROUNDS] [-g] OLD_REV NEW_REV -- <bench subcommand and flags>
 #   scripts/bench-compare.sh main bench -- route --store redis://127.0.0.1:7100 --workers 64 --clients 1,16 --rate half --repeat 1
 #
 # Each revision's kvrouter is built from a detached `git worktree` in a temp dir (removed afterwards);
@@ -10,17 +10,28 @@
 # the temp dir (printed path; BENCH_COMPARE_KEEP=1 keeps it), and the medians [min–max] of every figure
 # over all runs of all rounds are printed side by side with new/old.
 #
-# Caveat: each revision runs its OWN `kvrouter bench`, so both must understand the flags given. A
+# -g (graft): build OLD with NEW's benchmark instead of its own — NEW's internal/bench/*.go (tests
+# excluded), cmd/kvrouter/cmd_bench_{route,ingest,register}.go and statestore/redis_stats.go are copied
+# over OLD's tree before building, so both sides run the same driver and only the store code differs.
+# It works while the drivers need nothing else from NEW (they use only statestore's public Store API
+# and the stats readers); if OLD then fails to build, the script stops and says so.
+#
+# Caveat without -g: each revision runs its OWN `kvrouter bench`, so both must understand the flags given. A
 # revision from before the benchmark methodology of docs/PERFORMANCE.md ("How Redis figures are taken")
 # has no Redis CPU figures, no done, no sharing, no open loop, and resets commandstats (CONFIG RESETSTAT)
 # on the server: compare such a revision only on a Redis you started yourself, and only on the figures
 # both print (decisions/s, p50, p99; its redis_us_per_decision is commandstats usec of EVALSHA).
 set -euo pipefail
 
-rounds=3
-if [[ "${1:-}" == "-n" ]]; then rounds=$2; shift 2; fi
+rounds=3 graft=0
+while [[ "${1:-}" == -n || "${1:-}" == -g ]]; do
+	case $1 in
+	-n) rounds=$2; shift 2 ;;
+	-g) graft=1; shift ;;
+	esac
+done
 if [[ $# -lt 3 || "$3" != "--" ]]; then
-	sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 fi
 old=$1 new=$2
@@ -43,8 +54,26 @@ for side in old new; do
 	rev=$old
 	[[ $side == new ]] && rev=$new
 	git -C "$repo" worktree add --detach --quiet "$tmp/$side" "$rev"
-	echo "bench-compare: building $side = $rev ($(git -C "$tmp/$side" rev-parse --short HEAD))" >&2
-	(cd "$tmp/$side" && go build -o "$tmp/kvrouter-$side" ./cmd/kvrouter)
+	echo "bench-compare: $side = $rev ($(git -C "$tmp/$side" rev-parse --short HEAD))" >&2
+done
+if [[ $graft == 1 ]]; then
+	echo "bench-compare: grafting new's benchmark onto old" >&2
+	for f in "$tmp"/old/internal/bench/*.go; do
+		[[ $f == *_test.go ]] || rm "$f"
+	done
+	for f in "$tmp"/new/internal/bench/*.go; do
+		[[ $f == *_test.go ]] || cp "$f" "$tmp/old/internal/bench/"
+	done
+	for f in cmd/kvrouter/cmd_bench_route.go cmd/kvrouter/cmd_bench_ingest.go cmd/kvrouter/cmd_bench_register.go statestore/redis_stats.go; do
+		cp "$tmp/new/$f" "$tmp/old/$f"
+	done
+fi
+for side in old new; do
+	echo "bench-compare: building $side ($(git -C "$tmp/$side" rev-parse --short HEAD))" >&2
+	(cd "$tmp/$side" && go build -o "$tmp/kvrouter-$side" ./cmd/kvrouter) || {
+		echo "bench-compare: $side does not build$([[ $graft == 1 ]] && echo " (with -g: new's benchmark needs something old lacks)")" >&2
+		exit 1
+	}
 	git -C "$repo" worktree remove --force "$tmp/$side"
 done
 
