@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -13,75 +14,166 @@ import (
 )
 
 func init() {
-	benchCommands["route"] = command{name: "route", summary: "routing decisions: decisions/s, client p50/p99 µs, Redis µs per decision", run: runBenchRoute}
+	benchCommands["route"] = command{name: "route", summary: "routing decisions: decisions/s, p50/p99/max µs (closed and open loop), Redis CPU per decision", run: runBenchRoute}
 }
 
 func runBenchRoute(ctx context.Context, args []string) error {
-	fs := newFlagSet("bench route", "bench route [--store memory|redis://…] [--workers N] [--blocks M] [--prompt B] [--clients 1,16,64] [--duration D | --routes N]\n"+
-		"                   [--prefix P] [--route-script LIB.lua:ROUTE.lua,... [--rounds R]]\n\n"+
-		"Profiling Redis: --prefix keeps the index between runs (loaded once), --clients 1 --routes N makes N sequential\n"+
-		"decisions, --route-script times variants of the route script against the same index.")
+	fs := newFlagSet("bench route", "bench route [--store memory,redis://…] [--workers 16,64,…] [--prompt 64,512,…] [--blocks M] [--sharing K]\n"+
+		"                   [--clients 1,16] [--duration D | --routes N] [--rate R|half [--senders S]] [--repeat N] [--no-done]\n"+
+		"                   [--slowlog-us US] [--prefix P] [--route-script LIB.lua:ROUTE.lua,...]\n\n"+
+		"One run per (workers, prompt, store, clients) combination, each repeated --repeat times; JSON on stdout\n"+
+		"(every run and the median/min/max summaries), a text table on stderr. Redis figures are INFO deltas over\n"+
+		"each measured phase (docs/PERFORMANCE.md, \"How Redis figures are taken\"); the benchmark writes only under\n"+
+		"a fresh key namespace, deletes it afterwards, and never resets or flushes the server.")
 	storeURL := storeFlag(fs)
-	workers := fs.Int("workers", 64, "workers in the pool")
+	workersFlag := fs.String("workers", "64", "comma-separated worker counts, one index each")
 	blocks := fs.Int("blocks", 1000000, "indexed (block, worker) entries")
-	prompt := fs.Int("prompt", 64, "blocks per prompt")
-	clientsFlag := fs.String("clients", "1,16,64", "comma-separated concurrent client counts, one run each")
+	promptFlag := fs.String("prompt", "64", "comma-separated blocks per prompt, one index each")
+	sharing := fs.Int("sharing", bench.DefaultSharing, "workers holding each indexed chain (as in fleets where a hot prefix is cached on several workers)")
+	clientsFlag := fs.String("clients", "1,16", "comma-separated concurrent client counts (open loop: senders), one run each")
 	duration := fs.Duration("duration", 3*time.Second, "length of each run (unless --routes)")
 	routes := fs.Int("routes", 0, "decisions per client per run instead of --duration (0 = use --duration)")
+	rateFlag := fs.String("rate", "", "also run open loop at this many decisions/s, or \"half\" of the closed-loop run's decisions/s; empty = closed loop only")
+	senders := fs.Int("senders", 64, "most decisions in flight in an open-loop run (at least the run's clients), so the rate holds through a stall")
+	promptPool := fs.Int("prompt-pool", 1024, "prompts hashed before the runs; decisions draw from them (client work outside the timed window)")
+	noDone := fs.Bool("no-done", false, "do not call done after each decision (loads grow through the run)")
+	repeat := fs.Int("repeat", 3, "runs per combination (median, min, max reported)")
+	calibrate := fs.Int("calibrate", 1000, "sequential decisions, then done calls, per repeat to split Redis CPU between route and done (Redis only); 0 = skip")
+	slowlogUs := fs.Int64("slowlog-us", 0, "set slowlog-log-slower-than to this many µs for the run and restore it after (only with this flag is the server's config changed); 0 = leave it")
 	predTTL := fs.Duration("predicted-ttl", 0, "pool predicted_ttl (predict-on-route: each decision books the prompt's blocks as soft entries); 0 = off")
-	prefix := fs.String("prefix", "", "Redis key prefix to keep the index in between runs (loaded only when its pool is missing); empty = a fresh namespace per run")
+	prefix := fs.String("prefix", "", "Redis key prefix to keep the indexes in between runs (loaded only when missing, never deleted); empty = a fresh namespace, deleted after")
 	scripts := fs.String("route-script", "", "comma-separated route-script variants LIB.lua:ROUTE.lua (the script is the generated knobs_gen.lua + LIB + ROUTE, as luascripts.Source builds it); each is timed against the same index (Redis only)")
-	rounds := fs.Int("rounds", 1, "repeat every run this many times, variants alternated within a round")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	clientCounts, err := parseCounts("clients", *clientsFlag)
-	if err != nil {
+	o := bench.RouteOptions{Blocks: *blocks, Sharing: *sharing, Duration: *duration, Routes: *routes, NoDone: *noDone,
+		Repeat: *repeat, Senders: *senders, PromptPool: *promptPool, Calibrate: *calibrate, PredictedTTLMs: predTTL.Milliseconds(), Log: os.Stderr}
+	if *calibrate == 0 {
+		o.Calibrate = -1
+	}
+	var err error
+	if o.Workers, err = parseCounts("workers", *workersFlag); err != nil {
 		return err
 	}
-	if *rounds < 1 || *routes < 0 {
-		return fmt.Errorf("--rounds must be >= 1 and --routes >= 0")
+	if o.PromptBlocks, err = parseCounts("prompt", *promptFlag); err != nil {
+		return err
 	}
-	sopts := storeOptions{fresh: true, prefix: *prefix}
-	if *prefix == "" && *scripts != "" { // every variant must see the same index
-		sopts.prefix = statestore.FreshPrefix()
+	if o.Clients, err = parseCounts("clients", *clientsFlag); err != nil {
+		return err
 	}
-	var variants []bench.RouteVariant
-	if *scripts == "" {
-		st, err := openStore(*storeURL, sopts)
-		if err != nil {
-			return err
+	switch *rateFlag {
+	case "":
+	case "half":
+		o.RateHalf = true
+	default:
+		if o.Rate, err = strconv.ParseFloat(*rateFlag, 64); err != nil || o.Rate <= 0 {
+			return fmt.Errorf("--rate %q: want decisions/s > 0 or \"half\"", *rateFlag)
 		}
-		defer st.Close()
-		variants = append(variants, bench.RouteVariant{Name: "embedded", Store: st})
 	}
+	if *repeat < 1 || *routes < 0 || *sharing < 1 || *senders < 1 || *promptPool < 1 || *calibrate < 0 || *slowlogUs < 0 {
+		return fmt.Errorf("--repeat, --sharing, --senders and --prompt-pool must be >= 1, --routes, --calibrate and --slowlog-us >= 0")
+	}
+	var names, sources []string
 	for _, pair := range strings.Split(*scripts, ",") {
-		if pair == "" {
-			continue
+		if pair != "" {
+			src, err := routeScriptVariant(pair)
+			if err != nil {
+				return err
+			}
+			names, sources = append(names, pair), append(sources, src)
 		}
-		src, err := routeScriptVariant(pair)
-		if err != nil {
-			return err
-		}
-		o := sopts
-		o.routeScript = src
-		st, err := openStore(*storeURL, o)
-		if err != nil {
-			return err
-		}
-		defer st.Close()
-		if _, ok := st.(*statestore.Redis); !ok {
-			return fmt.Errorf("--route-script needs a Redis --store")
-		}
-		variants = append(variants, bench.RouteVariant{Name: pair, Store: st})
 	}
-	rep, err := bench.RunRoute(ctx, variants, bench.RouteOptions{Workers: *workers, Blocks: *blocks, PromptBlocks: *prompt,
-		Clients: clientCounts, Duration: *duration, Routes: *routes, PredictedTTLMs: predTTL.Milliseconds(),
-		Reuse: *prefix != "", Rounds: *rounds})
+	var targets []bench.RouteTarget
+	for _, url := range splitStoreList(*storeURL) {
+		if len(sources) > 0 && url == "memory" {
+			return fmt.Errorf("--route-script needs Redis stores only")
+		}
+		if *slowlogUs > 0 && url != "memory" {
+			restore, err := setSlowlog(ctx, url, *slowlogUs)
+			if err != nil {
+				return err
+			}
+			defer restore()
+		}
+		targets = append(targets, routeTarget(url, *prefix, names, sources))
+	}
+	rep, err := bench.RunRoute(ctx, targets, o)
 	if err != nil {
 		return err
 	}
 	return printJSON(rep)
+}
+
+// routeTarget opens url's variants (the embedded route script, or each --route-script source) in one
+// namespace per (workers, prompt) combination: the fixed --prefix, or a fresh one.
+func routeTarget(url, prefix string, names, sources []string) bench.RouteTarget {
+	return bench.RouteTarget{Name: url, Keep: prefix != "", Open: func() ([]bench.RouteVariant, error) {
+		so := storeOptions{fresh: true, prefix: prefix}
+		if so.prefix == "" && url != "memory" {
+			so.prefix = statestore.FreshPrefix() // every variant sees the same index
+		}
+		if len(sources) == 0 {
+			st, err := openStore(url, so)
+			if err != nil {
+				return nil, err
+			}
+			return []bench.RouteVariant{{Name: "embedded", Store: st}}, nil
+		}
+		var vs []bench.RouteVariant
+		for i, src := range sources {
+			o := so
+			o.routeScript = src
+			st, err := openStore(url, o)
+			if err != nil {
+				for _, v := range vs {
+					v.Store.Close()
+				}
+				return nil, err
+			}
+			vs = append(vs, bench.RouteVariant{Name: names[i], Store: st})
+		}
+		return vs, nil
+	}}
+}
+
+// splitStoreList splits a --store list ("memory,redis://a:1") into stores: a new store starts at
+// "memory" or at an element with a scheme; other elements continue the previous one (a cluster's
+// seed list, redis://h1:p1,h2:p2). List several stores with schemes.
+func splitStoreList(s string) []string {
+	var out []string
+	for _, e := range strings.Split(s, ",") {
+		e = strings.TrimSpace(e)
+		if len(out) == 0 || e == "memory" || strings.Contains(e, "://") || out[len(out)-1] == "memory" {
+			out = append(out, e)
+			continue
+		}
+		out[len(out)-1] += "," + e
+	}
+	return out
+}
+
+// setSlowlog sets url's slowlog-log-slower-than (µs) for the benchmark and returns the restore.
+func setSlowlog(ctx context.Context, url string, us int64) (func(), error) {
+	st, err := openStore(url, storeOptions{fresh: true})
+	if err != nil {
+		return nil, err
+	}
+	rs, ok := st.(*statestore.Redis)
+	if !ok {
+		st.Close()
+		return func() {}, nil
+	}
+	restore, err := rs.SetSlowlogThreshold(ctx, us)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	return func() {
+		if err := restore(context.Background()); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: restoring slowlog-log-slower-than on %s: %v\n", url, err)
+		}
+		st.Close()
+	}, nil
 }
 
 // routeScriptVariant reads a LIB.lua:ROUTE.lua pair into one script source.
@@ -98,5 +190,5 @@ func routeScriptVariant(pair string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("--route-script: %w", err)
 	}
-	return luascripts.Knobs() + "\n" + string(lib) + "\n" + string(body), nil // as luascripts.Source joins them
+	return luascripts.Knobs() + "\n" + string(lib) + "\n" + string(body), nil // as luascripts.Source joins the prelude and operation
 }

@@ -3,15 +3,11 @@ package bench
 import (
 	"context"
 	"errors"
-	"os"
 	"regexp"
 	"testing"
 	"time"
 
-	"github.com/kvrouter/kvrouter/internal/testredis"
-	"github.com/kvrouter/kvrouter/luascripts"
 	"github.com/kvrouter/kvrouter/simulation/traces"
-	"github.com/kvrouter/kvrouter/statestore"
 )
 
 // TestStartChildReadyAndStop: the harness waits for ready lines, returns their submatches, and stops
@@ -31,60 +27,6 @@ func TestStartChildReadyAndStop(t *testing.T) {
 	_, _, err = StartChild("sh", "/bin/sh", []string{"-c", "echo boom >&2; exit 3"}, nil, []*regexp.Regexp{ListeningRE}, time.Minute)
 	if !errors.Is(err, ErrExited) || !regexp.MustCompile(`boom`).MatchString(err.Error()) {
 		t.Errorf("early exit: %v; want ErrExited with the log", err)
-	}
-}
-
-// TestRouteAndIngestDrivers runs the route and ingest drivers on a tiny index, on the embedded store
-// and on a real Redis (with two route-script variants sharing one namespace, the second run reusing
-// the loaded index).
-func TestRouteAndIngestDrivers(t *testing.T) {
-	ctx := context.Background()
-	o := RouteOptions{Workers: 4, Blocks: 4 * 64 * 4, PromptBlocks: 16, Clients: []int{1, 2}, Routes: 20}
-	rep, err := RunRoute(ctx, []RouteVariant{{"embedded", statestore.NewMemory()}}, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(rep.Runs) != 2 || rep.Runs[0].Decisions != 20 || rep.Runs[1].Decisions != 40 {
-		t.Errorf("memory route runs %+v", rep.Runs)
-	}
-	ing, err := RunIngest(ctx, statestore.NewMemory(), IngestOptions{Workers: 4, Blocks: 1024, Chain: 64, Replicas: 1, Clients: 2})
-	if err != nil || ing.BlocksApplied != 1024 {
-		t.Errorf("ingest %+v %v; want 1024 blocks applied", ing, err)
-	}
-
-	srv := testredis.Start(t)
-	lib, err := os.ReadFile("../../luascripts/lib.lua")
-	if err != nil {
-		t.Fatal(err)
-	}
-	route, err := os.ReadFile("../../luascripts/route.lua")
-	if err != nil {
-		t.Fatal(err)
-	}
-	prefix := statestore.FreshPrefix()
-	var variants []RouteVariant
-	for _, name := range []string{"a", "b"} {
-		st, err := statestore.Open(srv.URL(), statestore.OpenOptions{Prefix: prefix, RouteScript: luascripts.Knobs() + "\n" + string(lib) + "\n" + string(route)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer st.Close()
-		variants = append(variants, RouteVariant{name, st})
-	}
-	o.Clients, o.Reuse, o.Rounds = []int{1}, true, 2
-	for i := 0; i < 2; i++ {
-		rep, err := RunRoute(ctx, variants, o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if rep.IndexReused != (i == 1) || len(rep.Runs) != 4 || rep.Runs[3].Variant != "b" || rep.Runs[3].Round != 2 {
-			t.Errorf("redis route report %d: %+v", i, rep)
-		}
-		for _, r := range rep.Runs {
-			if r.RedisCallsTotal != 20 || r.RedisUsPerCall <= 0 {
-				t.Errorf("run %+v: want 20 EVALSHA calls with a Redis time", r)
-			}
-		}
 	}
 }
 

@@ -1,0 +1,115 @@
+package bench
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// clock is the time source of runLoad; tests inject a fake one, so the scheduler is tested without
+// timing assertions.
+type clock interface {
+	Now() time.Time
+	// SleepUntil returns at or after t, or as soon as ctx is done.
+	SleepUntil(ctx context.Context, t time.Time)
+}
+
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }
+
+func (wallClock) SleepUntil(ctx context.Context, t time.Time) {
+	d := time.Until(t)
+	if d <= 0 {
+		return
+	}
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-ctx.Done():
+	case <-tm.C:
+	}
+}
+
+// loadSpec is one run's load shape.
+type loadSpec struct {
+	// Senders run calls concurrently (closed loop: the clients; open loop: the most calls in flight).
+	Senders int
+	// Rate is the open-loop rate, calls per second; 0 = closed loop (every sender calls back to back).
+	Rate float64
+	// Duration is the run's length: the schedule's length in open loop (floor(Rate·Duration) slots),
+	// the time senders keep calling in closed loop.
+	Duration time.Duration
+	// Calls, when > 0, is the total number of calls instead (both modes).
+	Calls int
+}
+
+// callFunc makes call number slot on sender and returns when its measured part started and ended
+// (work outside [start, end], e.g. a `done` after a decision, is not latency).
+type callFunc func(sender, slot int) (start, end time.Time, err error)
+
+// runLoad drives calls as spec says and returns (unsorted) every call's latency, the run's elapsed
+// time and, in open loop, every call's send lag (its start − its scheduled time: the generator's own
+// delay, timer granularity and preemption included, which the latency contains too) and service time
+// (end − start, the latency without the lag). Open loop: call i is scheduled at start + i/Rate; a free sender takes the next slot, waits
+// until its time and calls; the latency runs from the scheduled time, not from when the call could
+// start, so a slow call charges its delay to the calls queued behind it (no coordinated omission).
+// Closed loop: the latency is end − start of each call.
+func runLoad(ctx context.Context, clk clock, spec loadSpec, call callFunc) (lat []time.Duration, elapsed time.Duration, lag, svc []time.Duration, err error) {
+	n := spec.Calls
+	if n <= 0 && spec.Rate > 0 {
+		n = int(spec.Rate * spec.Duration.Seconds())
+	}
+	var next atomic.Int64
+	var stop atomic.Bool
+	var mu sync.Mutex
+	var firstErr error
+	start := clk.Now()
+	deadline := start.Add(spec.Duration)
+	var wg sync.WaitGroup
+	for s := 0; s < max(spec.Senders, 1); s++ {
+		wg.Add(1)
+		go func(s int) {
+			defer wg.Done()
+			var mine, myLag, mySvc []time.Duration
+			defer func() {
+				mu.Lock()
+				lat, lag, svc = append(lat, mine...), append(lag, myLag...), append(svc, mySvc...)
+				mu.Unlock()
+			}()
+			for ctx.Err() == nil && !stop.Load() {
+				i := int(next.Add(1) - 1)
+				if n > 0 && i >= n || n <= 0 && !clk.Now().Before(deadline) {
+					return
+				}
+				var sched time.Time
+				if spec.Rate > 0 {
+					sched = start.Add(time.Duration(float64(i) * 1e9 / spec.Rate))
+					clk.SleepUntil(ctx, sched)
+				}
+				t0, t1, err := call(s, i)
+				if err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+					stop.Store(true)
+					return
+				}
+				if spec.Rate <= 0 {
+					sched = t0
+				} else {
+					myLag, mySvc = append(myLag, t0.Sub(sched)), append(mySvc, t1.Sub(t0))
+				}
+				mine = append(mine, t1.Sub(sched))
+			}
+		}(s)
+	}
+	wg.Wait()
+	if firstErr == nil {
+		firstErr = ctx.Err()
+	}
+	return lat, clk.Now().Sub(start), lag, svc, firstErr
+}
