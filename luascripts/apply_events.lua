@@ -1,6 +1,6 @@
 -- apply_events.lua — apply a run of one worker's KV events, in order, exactly once per (worker, dp_rank).
 --
--- KEYS: the pool's key list (see lib.lua).
+-- KEYS: the pool's key list (see lib.lua; the body starts with bind(KEYS)).
 -- ARGV: [1] now, ms  [2] worker id  [3] event count N, then 11 values per event:
 --   kind (1 stored, 2 removed, 3 cleared) · dp rank · event id (20 digits, '' = unordered) ·
 --   event id − 1 (20 digits, '' when the id is 0 or absent) · epoch ('' = unknown) ·
@@ -9,7 +9,7 @@
 --   blocks: stored → (engine hash 8 ‖ sequence hash 8)*, removed → (engine hash 8)* ·
 --   event id − max jump (20 digits, '' when absent or ≤ 0): an id beyond the rank's last one by more than
 --   the jump (default 2^32) is an engine restart, not a gap: the rank is cleared and counted in restarts.
--- Reply: {'unknown_pool'} | {'ok', next, applied, stale, parent_not_found, block_not_found, gaps, restarts,
+-- Reply: {'unknown_pool'} | {'layout_mismatch', found layout} | {'ok', next, applied, stale, parent_not_found, block_not_found, gaps, restarts,
 --   block_size_mismatch, unknown_worker, stored_blocks, removed_blocks}; next ≤ N is the 0-based index of
 --   the first event NOT processed (next < N: the caller's predicted parent mapping was wrong; it re-reads
 --   and resumes there). Everything before next is applied; nothing after.
@@ -19,6 +19,7 @@
 -- and all engine-map writes are buffered and flushed at the end (one HSET / HDEL per engine-map bucket).
 -- Complexity: O(blocks in the batch) hash operations — about one HSETNX per new block plus one grouped
 -- engine-map HSET per bucket touched — + bounded reclamation (RECLAIM_BUCKETS, SOFT_SWEEP).
+bind(KEYS)
 local now = tonumber(ARGV[2 - 1])
 local wid = ARGV[2]
 local n = tonumber(ARGV[3])
@@ -35,8 +36,8 @@ for i = 0, n - 1 do
     return redis.error_reply('ERR apply_events: bad blocks in event ' .. i)
   end
 end
-local cfg = cfg_get()
-if not cfg then return {'unknown_pool'} end
+local cfg, refused = cfg_get()
+if not cfg then return refused end
 local res = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 local A, STALE, PNF, BNF, GAP, RST, BSM, UW, SB, RB = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10
 local wp = redis.call('HGET', K_WK, wid)

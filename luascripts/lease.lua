@@ -1,13 +1,14 @@
 -- lease.lua — end or renew one request's lease: prefill_done (release its prefill tokens), done (release
 -- the whole lease), renew (extend to now + lease_ttl_ms). Idempotent. Expired leases are released first.
 --
--- KEYS: the pool's key list (see lib.lua).
+-- KEYS: the pool's key list (see lib.lua; the body starts with bind(KEYS)).
 -- ARGV: [1] op: 'prefill_done' | 'done' | 'renew'  [2] now, ms  [3] request id.
--- Reply: {'unknown_pool'} | {'ok', 1 if the lease existed else 0}.
+-- Reply: {'unknown_pool'} | {'layout_mismatch', found layout} | {'ok', 1 if the lease existed else 0}.
 -- Complexity: O(expired leases) + O(1).
+bind(KEYS)
 local op, now, id = ARGV[1], tonumber(ARGV[2]), ARGV[3]
-local cfg = cfg_get()
-if not cfg then return {'unknown_pool'} end
+local cfg, refused = cfg_get()
+if not cfg then return refused end
 release_expired(now)
 local lp = redis.call('HGET', K_LS, id)
 if not lp then return {'ok', 0} end

@@ -1,5 +1,10 @@
--- lib.lua — helpers shared by every kvrouter script (prepended to each script body by the Go loader,
--- so each script is still one self-contained EVALSHA call).
+-- lib.lua — helpers shared by every kvrouter operation. The Go loader (luascripts.Library) builds ONE
+-- Redis Functions library, kvrouter_v<LAYOUT>, from this file followed by every operation's body wrapped
+-- as a function (KEYS, ARGV) registered as kvr<LAYOUT>_<op>; it is loaded once per node with FUNCTION LOAD
+-- REPLACE, so this file's top level runs once per load, not once per call. Each operation starts with
+-- bind(KEYS), which sets the key names and resets the per-call caches below (module-level locals are
+-- shared by every call of the library; Redis runs one call at a time). luascripts.Source still joins this
+-- file and one operation into a plain EVAL script (profiling variants, fixtures).
 --
 -- KEYS (the same list for every script; built by statestore.poolKeys, all under the pool's hash tag):
 --   1 cfg     HASH   pool knobs (short field names, numbers as %.17g strings)
@@ -36,10 +41,35 @@
 --                    number of distinct session ids ever seen)
 -- Bucket suffixes are the only strings appended in Lua; every key stays under the pool's hash tag.
 
-local K_CFG, K_ROSTER, K_WK, K_SEEN, K_LD, K_FENCE, K_SC, K_ORPH, K_ND, K_DEAD, K_LS, K_LX, K_SS, K_SX, K_E, K_G, K_S, K_WZ =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12],
-  KEYS[13], KEYS[14], KEYS[15], KEYS[16], KEYS[17], KEYS[18]
-local K_HC, K_HU, K_SY = KEYS[19], KEYS[20], KEYS[21]
+-- LAYOUT: the key-layout version (SPEC §8 "Layout version"; luascripts.Layout in Go, checked by a test).
+-- Written as cfg field 'layout' by put_pool; every operation meeting a pool whose cfg holds another
+-- version (or none: layout 1, before versions were recorded) answers {'layout_mismatch', found}.
+local LAYOUT = '2'
+
+local K_CFG, K_ROSTER, K_WK, K_SEEN, K_LD, K_FENCE, K_SC, K_ORPH, K_ND, K_DEAD, K_LS, K_LX, K_SS, K_SX, K_E, K_G, K_S, K_WZ
+local K_HC, K_HU, K_SY
+local ROS, EC, CNT   -- per-call caches (roster, event-index entries, counter deltas), reset by bind
+
+-- bind starts a call: the pool's key names (KEYS as statestore.PoolKeys builds them) and fresh caches.
+local function bind(keys)
+  K_CFG, K_ROSTER, K_WK, K_SEEN, K_LD, K_FENCE, K_SC, K_ORPH, K_ND, K_DEAD, K_LS, K_LX, K_SS, K_SX, K_E, K_G, K_S, K_WZ =
+    keys[1], keys[2], keys[3], keys[4], keys[5], keys[6], keys[7], keys[8], keys[9], keys[10], keys[11], keys[12],
+    keys[13], keys[14], keys[15], keys[16], keys[17], keys[18]
+  K_HC, K_HU, K_SY = keys[19], keys[20], keys[21]
+  ROS, EC, CNT = nil, {}, {h = {}, o = {}, n = {}}
+end
+
+-- layout_reply is the reply for a pool whose cfg records layout v (nil: none recorded).
+local function layout_reply(v) return {'layout_mismatch', v or '1'} end
+
+-- pool_check returns nil when the pool exists in this layout, else the operation's reply
+-- ({'unknown_pool'} or {'layout_mismatch', found}). One HGET on the path every operation takes.
+local function pool_check()
+  local v = redis.call('HGET', K_CFG, 'layout')
+  if v == LAYOUT then return nil end
+  if v or redis.call('EXISTS', K_CFG) == 1 then return layout_reply(v) end
+  return {'unknown_pool'}
+end
 
 -- NB_E: 16384 event buckets keep each listpack near 61 entries at 1 M entries (every HGET scans its bucket
 -- linearly): ~15-20 % less Redis time per route decision than 4096 (~245 entries) for +1.3 B per entry.
@@ -61,29 +91,31 @@ local function gfield(engine) return string.sub(engine, 1, 7) end
 -- (health tracking off) until its config is written again.
 local CFG_FIELDS = {'bs', 'osc', 'hw', 'dw', 'pls', 'decay', 'rw', 'temp', 'bpf', 'bdf', 'kve', 'attl', 'pttl', 'sttl', 'lttl', 'wttl', 'mpt',
   'ua', 'ubo'}
-local CFG_FMT = '>' .. string.rep('d', #CFG_FIELDS)   -- cfg field 'bin': every knob as f64, CFG_FIELDS order
+-- CFG_FMT: cfg field 'bin', every knob as f64 in CFG_FIELDS order. Built on first use: a library's top
+-- level runs at FUNCTION LOAD, where Redis 7.0 exposes no standard library (no `string`).
+local CFG_FMT = nil
 
--- cfg_get returns the pool's knobs as numbers, or nil when the pool does not exist.
+-- cfg_get returns the pool's knobs as numbers, or nil and the operation's reply when the pool does not
+-- exist or was written by another layout (pool_check's replies). One HMGET (the packed knobs and the
+-- layout version).
 local function cfg_get()
   local c = {}
-  local b = redis.call('HGET', K_CFG, 'bin')
-  if b then
-    local n = #b / 8
-    local v
-    if n >= #CFG_FIELDS then v = {struct.unpack(CFG_FMT, b)} else v = {struct.unpack('>' .. string.rep('d', n), b)} end
-    for i, f in ipairs(CFG_FIELDS) do if i <= n then c[f] = v[i] else c[f] = 0 end end
-    return c
+  local got = redis.call('HMGET', K_CFG, 'bin', 'layout')
+  local b, v = got[1], got[2]
+  if v ~= LAYOUT then
+    if v or b or redis.call('EXISTS', K_CFG) == 1 then return nil, layout_reply(v) end
+    return nil, {'unknown_pool'}
   end
-  local v = redis.call('HMGET', K_CFG, unpack(CFG_FIELDS))
-  if not v[1] then return nil end
-  for i, f in ipairs(CFG_FIELDS) do c[f] = tonumber(v[i]) or 0 end
+  local n = #b / 8
+  local f
+  if not CFG_FMT then CFG_FMT = '>' .. string.rep('d', #CFG_FIELDS) end
+  if n >= #CFG_FIELDS then f = {struct.unpack(CFG_FMT, b)} else f = {struct.unpack('>' .. string.rep('d', n), b)} end
+  for i, name in ipairs(CFG_FIELDS) do if i <= n then c[name] = f[i] else c[name] = 0 end end
   return c
 end
 
 -- Packed roster (KEYS[2]) and loads (KEYS[5]); see the key list above.
 local RREC, RW = '>I4I4I4ddbI4I4I4I4', 45
-local ZERO24 = string.rep('\0', 24)
-local ROS = nil
 local function ros()
   if not ROS then
     local s = redis.call('GET', K_ROSTER)
@@ -195,7 +227,7 @@ local function roster_rebuild(wkc)
       strs[#strs + 1] = id .. w[1]
       soff = soff + #id + #w[1]
       local l = oldl[rid]
-      if not l or #l ~= 24 then l = ZERO24 end
+      if not l or #l ~= 24 then l = string.rep('\0', 24) end
       lv[#lv + 1] = l
     end
   end
@@ -262,7 +294,6 @@ local function eparse(s)
   return string.sub(s, 1, 9), recs
 end
 
-local EC = {}
 local function eget(seq)
   local e = EC[seq]
   if not e then
@@ -295,8 +326,7 @@ local function eflush()
   EC = {}
 end
 
--- Counter deltas (held, orphans, non-device) per slot, flushed at the end.
-local CNT = {h = {}, o = {}, n = {}}
+-- Counter deltas (held, orphans, non-device) per slot (CNT), flushed at the end.
 local function cnt_add(kind, slot, d)
   if d ~= 0 then CNT[kind][slot] = (CNT[kind][slot] or 0) + d end
 end

@@ -1,13 +1,15 @@
 -- put_worker.lua — register or refresh (heartbeat) a worker; adds or drops data-parallel ranks.
 --
--- KEYS: the pool's key list (see lib.lua).
+-- KEYS: the pool's key list (see lib.lua; the body starts with bind(KEYS)).
 -- ARGV: [1] now, ms  [2] worker id  [3] url  [4] dp size (>= 1)  [5] total_kv_blocks
 --       [6] max_num_batched_tokens  [7] kv_events (-1 pool default, 0, 1)  [8] max workers per pool.
--- Reply: {'ok'} | {'unknown_pool'} | {'too_many'}.
+-- Reply: {'ok'} | {'unknown_pool'} | {'layout_mismatch', found layout} | {'too_many'}.
 -- Complexity: O(W) (the candidate roster is rebuilt when the spec changed).
+bind(KEYS)
 local now, wid, url = tonumber(ARGV[1]), ARGV[2], ARGV[3]
 local dp, tkv, mnbt, kve = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
-if redis.call('EXISTS', K_CFG) == 0 then return {'unknown_pool'} end
+local refused = pool_check()
+if refused then return refused end
 local wp = redis.call('HGET', K_WK, wid)
 local w
 if not wp then

@@ -2,7 +2,7 @@
 -- the event and soft layers), cost, pick, and book (load, lease, session, approximate/predicted entries).
 -- The arithmetic mirrors statestore/selection.go operation by operation (same IEEE double results).
 --
--- KEYS: the pool's key list (see lib.lua).
+-- KEYS: the pool's key list (see lib.lua; the body starts with bind(KEYS)).
 -- ARGV: [1] mode: 'route' | 'explain' (books nothing) | 'query' (overlap scores only, changes nothing)
 --       [2] now, ms  [3] request id  [4] sequence hashes, 8 bytes each, concatenated (D blocks)
 --       [5] isl, tokens  [6] session id ('' none)  [7] pinned worker ('' none)  [8] random r in [0,1)
@@ -15,7 +15,7 @@
 -- workers marked unhealthy, so it is empty in a healthy pool); a marked worker in its window or being probed
 -- is filtered 'unhealthy'; booking a half-open worker starts its probe (one HSET).
 -- Reply (fractions as %.17g strings, never Lua numbers):
---   {'unknown_pool'} | {'invalid'} (isl/blocks outside the pool's limits) | {'conflict'} (lease exists)
+--   {'unknown_pool'} | {'layout_mismatch', found layout} | {'invalid'} (isl/blocks outside the pool's limits) | {'conflict'} (lease exists)
 --   | {'noelig', reason, count, ...}
 --   | {'ok', worker_id, dp_rank, url, overlap_blocks, required_blocks, cost, session_hit 0|1}
 --   | {'explain', required_blocks, chosen (0-based, -1 none), session_hit, {reason, count, ...},
@@ -29,10 +29,11 @@
 -- probed positions; without filters the candidate loops read the loads column only and skip the credit
 -- arithmetic of ranks without overlap; booking soft entries: one HSETNX per new position (HGET + HSET where
 -- one exists) and one ZADD per 512 positions.
+bind(KEYS)
 local mode, now, reqid, seqs = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local isl, session, pinned, rnd = tonumber(ARGV[5]), ARGV[6], ARGV[7], tonumber(ARGV[8])
-local cfg = cfg_get()
-if not cfg then return {'unknown_pool'} end
+local cfg, refused = cfg_get()
+if not cfg then return refused end
 local D = #seqs / 8
 local nsx = nil   -- ZCARD of sx before reclamation (nil: not read); 0 means no soft entries at all
 if mode ~= 'query' then

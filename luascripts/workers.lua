@@ -1,13 +1,15 @@
 -- workers.lua — list a pool's workers with loads per rank (expired leases are released first).
 --
--- KEYS: the pool's key list (see lib.lua).
+-- KEYS: the pool's key list (see lib.lua; the body starts with bind(KEYS)).
 -- ARGV: [1] now, ms.
--- Reply: {'unknown_pool'} | {'ok', {wid, url, dp, tkv, mnbt, kve, last_seen,
+-- Reply: {'unknown_pool'} | {'layout_mismatch', found layout} | {'ok', {wid, url, dp, tkv, mnbt, kve, last_seen,
 --          {{prefill, decode, requests, held, last_event_id ('' none), epoch, degraded 0|1}...},
 --          {consecutive_failures, unhealthy_until_ms, probe_until_ms, backoff_ms}}...}.
 -- Complexity: O(W · dp).
+bind(KEYS)
 local now = tonumber(ARGV[1])
-if redis.call('EXISTS', K_CFG) == 0 then return {'unknown_pool'} end
+local refused = pool_check()
+if refused then return refused end
 release_expired(now)
 local out = {'ok'}
 for _, id in ipairs(redis.call('ZRANGE', K_WZ, 0, -1)) do
