@@ -7,8 +7,15 @@
 -- Complexity: O(expired leases) + O(1).
 bind(KEYS)
 local op, now, id = ARGV[1], tonumber(ARGV[2]), ARGV[3]
-local cfg, refused = cfg_get()
-if not cfg then return refused end
+local lttl = nil   -- the pool's lease_ttl_ms, read (with every knob) only to renew
+if op == 'renew' then
+  local cfg, refused = cfg_get()
+  if not cfg then return refused end
+  lttl = cfg.lttl
+else
+  local refused = pool_check()
+  if refused then return refused end
+end
 release_expired(now)
 local lp = redis.call('HGET', K_LS, id)
 if not lp then return {'ok', 0} end
@@ -21,7 +28,7 @@ if op == 'prefill_done' then
 elseif op == 'done' then
   end_lease(id, l, now)
 else
-  l[4] = now + cfg.lttl
+  l[4] = now + lttl
   redis.call('HSET', K_LS, id, cmsgpack.pack(l))
   redis.call('ZADD', K_LX, l[4], id)
 end

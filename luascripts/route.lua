@@ -294,10 +294,8 @@ for i = 1, CREASON and N or 0 do
   CREASON[i] = reason
 end
 local function creason(i) return CREASON and CREASON[i] or '' end
--- Cost (selection.go Cost), same operation order.
-local CCOST, CCRED = {}, {}
-local costs, idx, nc = {}, {}, 0
-for i = 1, N do
+-- cost_of: candidate i's cost and credit (selection.go Cost), same operation order.
+local function cost_of(i)
   local p = LV[3 * i - 2]
   local o = OV[SL[i]]
   local credit, prefill = 0, (p + isl) / bs
@@ -314,9 +312,31 @@ for i = 1, N do
   end
   -- (no overlap: credit = osc·decay·0 + hw·0 + dw·0 = +0 exactly (knobs are finite, >= 0), raw - 0 = raw)
   if prefill < 0 then prefill = 0 end
-  local cost = pls * prefill + (LV[3 * i - 1] + required) + rw * LV[3 * i]
-  CCOST[i], CCRED[i] = cost, credit
-  if not CREASON or CREASON[i] == '' then nc = nc + 1; costs[nc] = cost; idx[nc] = i end
+  return pls * prefill + (LV[3 * i - 1] + required) + rw * LV[3 * i], credit
+end
+-- costs: the eligible candidates' costs. With temperature <= 0 (and not explaining) one pass keeps only
+-- the minimum and its ties in roster order (TIES), which is all pick's rule floor(r·k) reads; otherwise
+-- every eligible cost goes to COSTS/CIDX for the softmax (and CCOST/CCRED keep every candidate's terms for
+-- explain).
+local COSTS, CIDX, TIES, CMIN = {}, {}, nil, nil
+local CCOST, CCRED = nil, nil
+if mode == 'explain' or temp > 0 then
+  CCOST, CCRED = {}, {}
+  local nc = 0
+  for i = 1, N do
+    local cost, credit = cost_of(i)
+    CCOST[i], CCRED[i] = cost, credit
+    if not CREASON or CREASON[i] == '' then nc = nc + 1; COSTS[nc] = cost; CIDX[nc] = i end
+  end
+else
+  TIES = {}
+  for i = 1, N do
+    if not CREASON or CREASON[i] == '' then
+      local cost = cost_of(i)
+      if not CMIN or cost < CMIN then CMIN = cost; TIES = {i}
+      elseif cost == CMIN then TIES[#TIES + 1] = i end
+    end
+  end
 end
 -- Session affinity.
 local chosen, shit = -1, false
@@ -397,7 +417,19 @@ local function pick(cs, T, r)
   end
   return n
 end
-if chosen < 0 and #costs > 0 then chosen = idx[pick(costs, temp, rnd)] end
+if chosen < 0 then
+  if TIES then
+    -- pick's temperature-0 rule on the ties alone: the floor(r·k)-th of the k minima (clamped).
+    local k = #TIES
+    if k > 0 then
+      local want = math.floor(rnd * k)
+      if want >= k then want = k - 1 end
+      chosen = TIES[want + 1]
+    end
+  elseif #COSTS > 0 then
+    chosen = CIDX[pick(COSTS, temp, rnd)]
+  end
+end
 if sdel then
   redis.call('HDEL', K_SS, session)
   redis.call('ZREM', K_SY, session)
@@ -491,4 +523,4 @@ if ttl > 0 and D > 0 then
   end
   if #zargs > 0 then redis.call('ZADD', K_SX, unpack(zargs)) end
 end
-return {'ok', cwid, crank, curl, depth, required, f17(CCOST[chosen]), shit and 1 or 0}
+return {'ok', cwid, crank, curl, depth, required, f17((cost_of(chosen))), shit and 1 or 0}
