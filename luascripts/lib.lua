@@ -135,6 +135,9 @@ local function rwid(i)
   local wo, wl = struct.unpack('>I4I4', R.s, R.rb + (i - 1) * RW + 29)
   return string.sub(R.s, R.str + wo, R.str + wo + wl - 1)
 end
+-- BULK_FMT: bulk_unpack's formats by record format and count (at most 128 per record format), built
+-- once per library load: a library's module-level state outlives the call, unlike an EVAL script's.
+local BULK_FMT = {}
 -- bulk_unpack: fields of fixed-width records, one struct.unpack call per 128 records (Lua stack bound).
 -- rec: format of the fields read from one record (no '>'); skip: bytes skipped between records
 -- (with skip > 0, one call per record: struct's 'x' is slower than separate calls).
@@ -153,11 +156,15 @@ local function bulk_unpack(s, from, n, rec, per, skip, out)
     return out
   end
   local i = 0
-  local stride = nil
   while i < n do
     local k = n - i
     if k > 128 then k = 128 end
-    local fmt = '>' .. string.rep(rec .. string.rep('x', skip), k - 1) .. rec
+    local fkey = rec .. k
+    local fmt = BULK_FMT[fkey]
+    if not fmt then
+      fmt = '>' .. string.rep(rec, k)
+      BULK_FMT[fkey] = fmt
+    end
     local v = {struct.unpack(fmt, s, from)}
     if i == 0 and k == n then return v end
     local b = i * per

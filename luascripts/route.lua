@@ -264,7 +264,8 @@ local CREASON = nil
 local reasons, rorder = {}, {}
 local minPrefill, anyEligible = 0, false
 if not widf and not MN and not TK then
-  for i = 1, N do
+  -- minPrefill feeds only the credit decay: skip the pass without it.
+  for i = 1, decay_d > 0 and N or 0 do
     local p = LV[3 * i - 2]
     if not anyEligible or p < minPrefill then minPrefill, anyEligible = p, true end
   end
