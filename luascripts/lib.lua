@@ -114,8 +114,20 @@ local function cfg_get()
   return c
 end
 
--- Packed roster (KEYS[2]) and loads (KEYS[5]); see the key list above.
+-- Records kept with cmsgpack (Lua arrays); these name their fields.
+-- worker (wk): url, dp size, total_kv_blocks, max_num_batched_tokens, kv_events (-1 pool default/0/1),
+-- rank ids {per dp rank}, index slots {per dp rank}
+local W_URL, W_DP, W_TKV, W_MNBT, W_KVE, W_RIDS, W_SLOTS = 1, 2, 3, 4, 5, 6, 7
+-- lease (ls): rank id, prefill tokens still booked, decode blocks, expiry ms, session id ('' none), the
+-- session binding's generation
+local L_RID, L_PREFILL, L_DECODE, L_EXPIRY, L_SESSION, L_SGEN = 1, 2, 3, 4, 5, 6
+-- session binding (ss): rank id, worker id, generation, active requests, idle since ms
+local S_RID, S_WID, S_GEN, S_ACTIVE, S_IDLE = 1, 2, 3, 4, 5
+
+-- Packed roster (KEYS[2]) and loads (KEYS[5]); see the key list above. RREC is one candidate's record,
+-- RW its width; RO_* are byte offsets of its fields within the record (0-based).
 local RREC, RW = '>I4I4I4ddbI4I4I4I4', 45
+local RO_RID, RO_MNBT, RO_TKV, RO_WID = 4, 12, 20, 29
 local function ros()
   if not ROS then
     local s = redis.call('GET', K_ROSTER)
@@ -132,7 +144,7 @@ local function rrec(i)
 end
 local function rwid(i)
   local R = ROS
-  local wo, wl = struct.unpack('>I4I4', R.s, R.rb + (i - 1) * RW + 29)
+  local wo, wl = struct.unpack('>I4I4', R.s, R.rb + (i - 1) * RW + RO_WID)
   return string.sub(R.s, R.str + wo, R.str + wo + wl - 1)
 end
 -- BULK_FMT: bulk_unpack's formats by record format and count (at most 128 per record format), built
@@ -190,7 +202,7 @@ end
 local function rid_index(rid)
   local R = ros()
   local key = struct.pack('>I4', rid)
-  local base = R.rb + 4
+  local base = R.rb + RO_RID
   local from = base
   while true do
     local p = string.find(R.s, key, from, true)
@@ -218,7 +230,7 @@ local function roster_rebuild(wkc)
   local lds = redis.call('GET', K_LD) or ''
   local oldl = {}
   for i = 1, old.n do
-    local rid = struct.unpack('>I4', old.s, old.rb + (i - 1) * RW + 4)
+    local rid = struct.unpack('>I4', old.s, old.rb + (i - 1) * RW + RO_RID)
     oldl[rid] = string.sub(lds, (i - 1) * 24 + 1, i * 24)
   end
   local ids = redis.call('ZRANGE', K_WZ, 0, -1)
@@ -227,12 +239,12 @@ local function roster_rebuild(wkc)
   for _, id in ipairs(ids) do
     local w = wkc and wkc[id]
     if not w then w = cmsgpack.unpack(redis.call('HGET', K_WK, id)) end
-    for r = 1, w[2] do
-      local rid = w[6][r]
-      sl[#sl + 1] = struct.pack('>I4', w[7][r])
-      recs[#recs + 1] = struct.pack(RREC, w[7][r], rid, r - 1, w[4], w[3], w[5], soff, #id, soff + #id, #w[1])
-      strs[#strs + 1] = id .. w[1]
-      soff = soff + #id + #w[1]
+    for r = 1, w[W_DP] do
+      local rid = w[W_RIDS][r]
+      sl[#sl + 1] = struct.pack('>I4', w[W_SLOTS][r])
+      recs[#recs + 1] = struct.pack(RREC, w[W_SLOTS][r], rid, r - 1, w[W_MNBT], w[W_TKV], w[W_KVE], soff, #id, soff + #id, #w[W_URL])
+      strs[#strs + 1] = id .. w[W_URL]
+      soff = soff + #id + #w[W_URL]
       local l = oldl[rid]
       if not l or #l ~= 24 then l = string.rep('\0', 24) end
       lv[#lv + 1] = l
@@ -252,21 +264,21 @@ end
 
 -- end_lease releases a lease's remaining load and its session hold at time t (memory: endLease).
 local function end_lease(id, l, t)
-  local i = rid_index(l[1])
-  if i then ld_add(i, 0 - l[2], 0 - l[3], -1) end
+  local i = rid_index(l[L_RID])
+  if i then ld_add(i, 0 - l[L_PREFILL], 0 - l[L_DECODE], -1) end
   redis.call('HDEL', K_LS, id)
   redis.call('ZREM', K_LX, id)
-  if l[5] ~= '' then
-    local sp = redis.call('HGET', K_SS, l[5])
+  if l[L_SESSION] ~= '' then
+    local sp = redis.call('HGET', K_SS, l[L_SESSION])
     if sp then
       local s = cmsgpack.unpack(sp)
-      if s[3] == l[6] and s[4] > 0 then
-        s[4] = s[4] - 1
-        if s[4] == 0 then
-          s[5] = t
-          redis.call('ZADD', K_SY, t, l[5])
+      if s[S_GEN] == l[L_SGEN] and s[S_ACTIVE] > 0 then
+        s[S_ACTIVE] = s[S_ACTIVE] - 1
+        if s[S_ACTIVE] == 0 then
+          s[S_IDLE] = t
+          redis.call('ZADD', K_SY, t, l[L_SESSION])
         end
-        redis.call('HSET', K_SS, l[5], cmsgpack.pack(s))
+        redis.call('HSET', K_SS, l[L_SESSION], cmsgpack.pack(s))
       end
     end
   end
@@ -279,7 +291,7 @@ local function release_expired(now)
     local lp = redis.call('HGET', K_LS, id)
     if lp then
       local l = cmsgpack.unpack(lp)
-      end_lease(id, l, l[4])
+      end_lease(id, l, l[L_EXPIRY])
     else
       redis.call('ZREM', K_LX, id)
     end
@@ -409,7 +421,7 @@ local function sweep_sessions(now, ttl)
     local sp = redis.call('HGET', K_SS, id)
     if sp then
       local s = cmsgpack.unpack(sp)
-      if s[4] == 0 and now >= s[5] + ttl then redis.call('HDEL', K_SS, id) end
+      if s[S_ACTIVE] == 0 and now >= s[S_IDLE] + ttl then redis.call('HDEL', K_SS, id) end
     end
     redis.call('ZREM', K_SY, id)
   end

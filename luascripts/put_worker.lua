@@ -14,27 +14,27 @@ local wp = redis.call('HGET', K_WK, wid)
 local w
 if not wp then
   if redis.call('HLEN', K_WK) >= tonumber(ARGV[8]) then return {'too_many'} end
-  w = {url, 0, tkv, mnbt, kve, {}, {}}
+  w = {url, 0, tkv, mnbt, kve, {}, {}}   -- W_* order (dp 0: ranks are added below)
   redis.call('ZADD', K_WZ, 0, wid)
 else
   w = cmsgpack.unpack(wp)
 end
 redis.call('HSET', K_SEEN, wid, now)
-local changed = not wp or w[1] ~= url or w[2] ~= dp or w[3] ~= tkv or w[4] ~= mnbt or w[5] ~= kve
+local changed = not wp or w[W_URL] ~= url or w[W_DP] ~= dp or w[W_TKV] ~= tkv or w[W_MNBT] ~= mnbt or w[W_KVE] ~= kve
 if not changed then return {'ok'} end
-w[1], w[3], w[4], w[5] = url, tkv, mnbt, kve
-while w[2] < dp do
+w[W_URL], w[W_TKV], w[W_MNBT], w[W_KVE] = url, tkv, mnbt, kve
+while w[W_DP] < dp do
   local rid = redis.call('HINCRBY', K_SC, 'rid', 1)
-  w[2] = w[2] + 1
-  w[6][w[2]] = rid
-  w[7][w[2]] = new_slot()
+  w[W_DP] = w[W_DP] + 1
+  w[W_RIDS][w[W_DP]] = rid
+  w[W_SLOTS][w[W_DP]] = new_slot()
 end
-while w[2] > dp do
-  local rid, slot = w[6][w[2]], w[7][w[2]]
+while w[W_DP] > dp do
+  local rid, slot = w[W_RIDS][w[W_DP]], w[W_SLOTS][w[W_DP]]
   redis.call('RPUSH', K_DEAD, slot)
   redis.call('HDEL', K_FENCE, 'e' .. rid, 'i' .. rid, 'g' .. rid)
-  w[6][w[2]], w[7][w[2]] = nil, nil
-  w[2] = w[2] - 1
+  w[W_RIDS][w[W_DP]], w[W_SLOTS][w[W_DP]] = nil, nil
+  w[W_DP] = w[W_DP] - 1
 end
 redis.call('HSET', K_WK, wid, cmsgpack.pack(w))
 roster_rebuild({[wid] = w})

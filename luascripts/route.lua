@@ -233,8 +233,8 @@ if N > 0 then
   if #lvs == 24 * N then LV = bulk_unpack(lvs, 1, N, 'ddd', 3, 0) end
 end
 if not LV then LV = {}; for j = 1, 3 * N do LV[j] = 0 end end
-local MN = (bpf > 0) and rcol(12, 'd', 8) or nil
-local TK = (bdf > 0) and rcol(20, 'd', 8) or nil
+local MN = (bpf > 0) and rcol(RO_MNBT, 'd', 8) or nil
+local TK = (bdf > 0) and rcol(RO_TKV, 'd', 8) or nil
 local excluded = nil
 local nx = tonumber(ARGV[19 + na])
 if nx > 0 then
@@ -346,8 +346,8 @@ if cfg.sttl > 0 and session ~= '' then
   local sp = redis.call('HGET', K_SS, session)
   if sp then
     local s = cmsgpack.unpack(sp)
-    local ri = rid_index(s[1])
-    if not ri or not is_live(rwid(ri)) or (s[4] == 0 and now >= s[5] + cfg.sttl) then
+    local ri = rid_index(s[S_RID])
+    if not ri or not is_live(rwid(ri)) or (s[S_ACTIVE] == 0 and now >= s[S_IDLE] + cfg.sttl) then
       sdel = true
     elseif creason(ri) == '' then
       chosen, shit = ri, true
@@ -475,19 +475,19 @@ if cfg.sttl > 0 and session ~= '' then
       redis.call('HINCRBY', K_SC, 'sover', 1) -- over the cap: route without a binding, counted
     else
       local g = redis.call('HINCRBY', K_SC, 'sgen', 1)
-      s = {rid, cwid, g, 0, 0}
+      s = {rid, cwid, g, 0, 0}   -- S_* order: rank id, worker id, generation, active, idle since
     end
   else
     s = cmsgpack.unpack(redis.call('HGET', K_SS, session))
-    if s[4] == 0 then redis.call('ZREM', K_SY, session) end
+    if s[S_ACTIVE] == 0 then redis.call('ZREM', K_SY, session) end
   end
   if s then
-    s[4] = s[4] + 1
+    s[S_ACTIVE] = s[S_ACTIVE] + 1
     redis.call('HSET', K_SS, session, cmsgpack.pack(s))
-    lsess, lgen = session, s[3]
+    lsess, lgen = session, s[S_GEN]
   end
 end
-redis.call('HSET', K_LS, reqid, cmsgpack.pack({rid, booked, required, expiry, lsess, lgen}))
+redis.call('HSET', K_LS, reqid, cmsgpack.pack({rid, booked, required, expiry, lsess, lgen}))   -- L_* order
 redis.call('ZADD', K_LX, expiry, reqid)
 local ttl = cfg.pttl
 local kve = ckve

@@ -15,18 +15,18 @@ local out = {'ok'}
 for _, id in ipairs(redis.call('ZRANGE', K_WZ, 0, -1)) do
   local w = cmsgpack.unpack(redis.call('HGET', K_WK, id))
   local ranks = {}
-  for r = 1, w[2] do
-    local rid, slot = w[6][r], w[7][r]
+  for r = 1, w[W_DP] do
+    local rid, slot = w[W_RIDS][r], w[W_SLOTS][r]
     local i = rid_index(rid)
-    local l = {}
-    if i then l[1], l[2], l[3] = ld_read(i) end
+    local prefill, decode, requests   -- nil (the rank left the roster) encodes as no value
+    if i then prefill, decode, requests = ld_read(i) end
     local f = redis.call('HMGET', K_FENCE, 'e' .. rid, 'i' .. rid, 'g' .. rid)
-    ranks[r] = {tonumber(l[1]), tonumber(l[2]), tonumber(l[3]), tonumber(redis.call('HGET', K_SC, 'h' .. slot) or '0'),
+    ranks[r] = {tonumber(prefill), tonumber(decode), tonumber(requests), tonumber(redis.call('HGET', K_SC, 'h' .. slot) or '0'),
       f[2] or '', f[1] or '', f[3] == '1' and 1 or 0}
   end
   local h = {tonumber(redis.call('HGET', K_HC, id) or '0'), 0, 0, 0}
   local hu = redis.call('HGET', K_HU, id)
   if hu then h[2], h[3], h[4] = struct.unpack('>ddd', hu) end
-  out[#out + 1] = {id, w[1], w[2], w[3], w[4], w[5], tonumber(redis.call('HGET', K_SEEN, id) or '0'), ranks, h}
+  out[#out + 1] = {id, w[W_URL], w[W_DP], w[W_TKV], w[W_MNBT], w[W_KVE], tonumber(redis.call('HGET', K_SEEN, id) or '0'), ranks, h}
 end
 return out
