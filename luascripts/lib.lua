@@ -95,6 +95,14 @@ local CFG_FIELDS = {'bs', 'osc', 'hw', 'dw', 'pls', 'decay', 'rw', 'temp', 'bpf'
 -- level runs at FUNCTION LOAD, where Redis 7.0 exposes no standard library (no `string`).
 local CFG_FMT = nil
 
+-- Memos across calls: a library's module-level state outlives a call (an EVAL script's did not). Each
+-- memo maps a string read from Redis to its parsed form, keyed by the whole string, so a changed value
+-- can never hit a stale entry (and one Redis holding many pools only costs memo space). Parsed forms are
+-- read-only for callers. Bounded: a memo is emptied when it reaches MEMO_CAP entries.
+local MEMO_CAP = 64
+local CFG_MEMO, CFG_MEMO_N = {}, 0   -- cfg 'bin' -> knobs table
+local ROS_MEMO, ROS_MEMO_N = {}, 0   -- roster string -> parsed roster (ros())
+
 -- cfg_get returns the pool's knobs as numbers, or nil and the operation's reply when the pool does not
 -- exist or was written by another layout (pool_check's replies). One HMGET (the packed knobs and the
 -- layout version).
@@ -106,11 +114,15 @@ local function cfg_get()
     if v or b or redis.call('EXISTS', K_CFG) == 1 then return nil, layout_reply(v) end
     return nil, {'unknown_pool'}
   end
+  local memo = CFG_MEMO[b]
+  if memo then return memo end
   local n = #b / 8
   local f
   if not CFG_FMT then CFG_FMT = '>' .. string.rep('d', #CFG_FIELDS) end
   if n >= #CFG_FIELDS then f = {struct.unpack(CFG_FMT, b)} else f = {struct.unpack('>' .. string.rep('d', n), b)} end
   for i, name in ipairs(CFG_FIELDS) do if i <= n then c[name] = f[i] else c[name] = 0 end end
+  if CFG_MEMO_N >= MEMO_CAP then CFG_MEMO, CFG_MEMO_N = {}, 0 end
+  CFG_MEMO[b], CFG_MEMO_N = c, CFG_MEMO_N + 1
   return c
 end
 
@@ -128,11 +140,21 @@ local S_RID, S_WID, S_GEN, S_ACTIVE, S_IDLE = 1, 2, 3, 4, 5
 -- RW its width; RO_* are byte offsets of its fields within the record (0-based).
 local RREC, RW = '>I4I4I4ddbI4I4I4I4', 45
 local RO_RID, RO_MNBT, RO_TKV, RO_WID = 4, 12, 20, 29
+-- ros returns the parsed roster {s, n, rb (first record), str (strings area), slots (column, lazily),
+-- live (slot -> index, lazily)}, memoized by content across calls.
 local function ros()
   if not ROS then
     local s = redis.call('GET', K_ROSTER)
     if not s then ROS = {s = '', n = 0, rb = 5, str = 5}
-    else local n = struct.unpack('>I4', s, 1); ROS = {s = s, n = n, rb = 5 + 4 * n, str = 5 + 4 * n + n * RW} end
+    else
+      ROS = ROS_MEMO[s]
+      if not ROS then
+        local n = struct.unpack('>I4', s, 1)
+        ROS = {s = s, n = n, rb = 5 + 4 * n, str = 5 + 4 * n + n * RW}
+        if ROS_MEMO_N >= MEMO_CAP then ROS_MEMO, ROS_MEMO_N = {}, 0 end
+        ROS_MEMO[s], ROS_MEMO_N = ROS, ROS_MEMO_N + 1
+      end
+    end
   end
   return ROS
 end
@@ -196,7 +218,18 @@ end
 local function rslots()
   local R = ros()
   if R.n == 0 then return {} end
-  return bulk_unpack(R.s, 5, R.n, 'I4', 1, 0)
+  if not R.slots then R.slots = bulk_unpack(R.s, 5, R.n, 'I4', 1, 0) end
+  return R.slots
+end
+-- rlive returns slot -> roster index (1-based) of every candidate.
+local function rlive()
+  local R = ros()
+  if not R.live then
+    local live, sl = {}, rslots()
+    for i = 1, R.n do live[sl[i]] = i end
+    R.live = live
+  end
+  return R.live
 end
 -- rid_index returns the roster index (1-based) of rank id rid, or nil (the rank is gone).
 local function rid_index(rid)

@@ -47,9 +47,8 @@ end
 
 local RO = ros()
 local N = RO.n
-local SL = rslots()   -- candidate -> slot
-local live = {}       -- slot -> roster index
-for i = 1, N do live[SL[i]] = i end
+local SL = rslots()   -- candidate -> slot (read-only: memoized with the roster)
+local live = rlive()  -- slot -> roster index (likewise)
 local orph = {}
 do
   local kv = redis.call('HGETALL', K_ORPH)
