@@ -173,8 +173,11 @@ func routeRun(ctx context.Context, st statestore.Store, b *SyntheticIndex, o Rou
 	run.Decisions, run.DecisionsPerS = len(lat), float64(len(lat))/el.Seconds()
 	run.P50us, run.P99us = quantileUs(lat, 0.50), quantileUs(lat, 0.99)
 	if rs != nil {
-		if calls, usec, err := rs.CommandStats(ctx, "evalsha"); err == nil && calls > 0 {
-			run.RedisUsPerCall, run.RedisCallsTotal = usec/calls, calls
+		// Decisions are FCALLs of the library; --route-script variants are EVALSHAs.
+		for _, cmd := range []string{"fcall", "evalsha"} {
+			if calls, usec, err := rs.CommandStats(ctx, cmd); err == nil && calls > 0 {
+				run.RedisUsPerCall, run.RedisCallsTotal = usec/calls, calls
+			}
 		}
 	}
 	return run, nil
