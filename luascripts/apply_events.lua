@@ -289,9 +289,9 @@ end
 
 local wdirty = false
 local function clear_rank(r)
-  local old = w[W_SLOTS][r]
+  local old = w[W.SLOTS][r]
   redis.call('RPUSH', K_DEAD, old)
-  w[W_SLOTS][r] = new_slot()
+  w[W.SLOTS][r] = new_slot()
   wdirty = true
 end
 
@@ -302,16 +302,16 @@ for i = 0, n - 1 do
   local id, idm1, epoch = ARGV[b + 3], ARGV[b + 4], ARGV[b + 5]
   local tier, bsz = tonumber(ARGV[b + 6]), tonumber(ARGV[b + 7])
   local pengine, pexpect, blocks, idmj = ARGV[b + 8], ARGV[b + 9], ARGV[b + 10], ARGV[b + 11]
-  if rank < 0 or rank >= w[W_DP] then
+  if rank < 0 or rank >= w[W.DP] then
     res[UW] = res[UW] + 1
   else
-    local rid = w[W_RIDS][rank + 1]
+    local rid = w[W.RIDS][rank + 1]
     local f = fget(rid)
     local restart = epoch ~= '' and f[1] ~= epoch and f[1] ~= ''
     local stale = (not restart) and id ~= '' and f[2] and id <= f[2]
     -- Verify the caller's parent prediction before committing anything of this event.
     if kind == 1 and pengine ~= '' and not restart and not stale and (bsz == 0 or bsz == cfg.bs) then
-      local actual = gget(w[W_SLOTS][rank + 1], pengine)
+      local actual = gget(w[W.SLOTS][rank + 1], pengine)
       if actual and actual ~= pexpect then next_i = i; break end
     end
     -- fence (memory: fence)
@@ -346,7 +346,7 @@ for i = 0, n - 1 do
       end
     end
     if apply then
-      local slot = w[W_SLOTS][rank + 1]
+      local slot = w[W.SLOTS][rank + 1]
       if bsz > 0 and bsz ~= cfg.bs then
         res[BSM] = res[BSM] + 1
       elseif kind == 1 then
@@ -381,11 +381,11 @@ for i = 0, n - 1 do
         cnt_add('h', slot, dh); cnt_add('n', slot, dn); cnt_add('o', slot, dor)
         res[A] = res[A] + 1
       else
-        for r = 1, w[W_DP] do
+        for r = 1, w[W.DP] do
           clear_rank(r)
-          local fr = fget(w[W_RIDS][r])
+          local fr = fget(w[W.RIDS][r])
           fr[3] = false
-          Fdirty[w[W_RIDS][r]] = true
+          Fdirty[w[W.RIDS][r]] = true
         end
         res[A] = res[A] + 1
       end

@@ -21,15 +21,15 @@ local lp = redis.call('HGET', K_LS, id)
 if not lp then return {'ok', 0} end
 local l = cmsgpack.unpack(lp)
 if op == 'prefill_done' then
-  local i = rid_index(l[L_RID])
-  if i then ld_add(i, 0 - l[L_PREFILL], 0, 0) end
-  l[L_PREFILL] = 0
+  local i = rid_index(l[L.RID])
+  if i then ld_add(i, 0 - l[L.PREFILL], 0, 0) end
+  l[L.PREFILL] = 0
   redis.call('HSET', K_LS, id, cmsgpack.pack(l))
 elseif op == 'done' then
   end_lease(id, l, now)
 else
-  l[L_EXPIRY] = now + lttl
+  l[L.EXPIRY] = now + lttl
   redis.call('HSET', K_LS, id, cmsgpack.pack(l))
-  redis.call('ZADD', K_LX, l[L_EXPIRY], id)
+  redis.call('ZADD', K_LX, l[L.EXPIRY], id)
 end
 return {'ok', 1}

@@ -98,10 +98,9 @@ local CFG_FMT = nil
 -- Memos across calls: a library's module-level state outlives a call (an EVAL script's did not). Each
 -- memo maps a string read from Redis to its parsed form, keyed by the whole string, so a changed value
 -- can never hit a stale entry (and one Redis holding many pools only costs memo space). Parsed forms are
--- read-only for callers. Bounded: a memo is emptied when it reaches MEMO_CAP entries.
-local MEMO_CAP = 64
-local CFG_MEMO, CFG_MEMO_N = {}, 0   -- cfg 'bin' -> knobs table
-local ROS_MEMO, ROS_MEMO_N = {}, 0   -- roster string -> parsed roster (ros())
+-- read-only for callers. Bounded: a memo is emptied when it reaches MEMO.cap entries.
+-- MEMO.cfg: cfg 'bin' -> knobs table; MEMO.ros: roster string -> parsed roster (ros()); MEMO.n_*: sizes.
+local MEMO = {cap = 64, cfg = {}, n_cfg = 0, ros = {}, n_ros = 0}
 
 -- cfg_get returns the pool's knobs as numbers, or nil and the operation's reply when the pool does not
 -- exist or was written by another layout (pool_check's replies). One HMGET (the packed knobs and the
@@ -114,32 +113,33 @@ local function cfg_get()
     if v or b or redis.call('EXISTS', K_CFG) == 1 then return nil, layout_reply(v) end
     return nil, {'unknown_pool'}
   end
-  local memo = CFG_MEMO[b]
+  local memo = MEMO.cfg[b]
   if memo then return memo end
   local n = #b / 8
   local f
   if not CFG_FMT then CFG_FMT = '>' .. string.rep('d', #CFG_FIELDS) end
   if n >= #CFG_FIELDS then f = {struct.unpack(CFG_FMT, b)} else f = {struct.unpack('>' .. string.rep('d', n), b)} end
   for i, name in ipairs(CFG_FIELDS) do if i <= n then c[name] = f[i] else c[name] = 0 end end
-  if CFG_MEMO_N >= MEMO_CAP then CFG_MEMO, CFG_MEMO_N = {}, 0 end
-  CFG_MEMO[b], CFG_MEMO_N = c, CFG_MEMO_N + 1
+  if MEMO.n_cfg >= MEMO.cap then MEMO.cfg, MEMO.n_cfg = {}, 0 end
+  MEMO.cfg[b], MEMO.n_cfg = c, MEMO.n_cfg + 1
   return c
 end
 
--- Records kept with cmsgpack (Lua arrays); these name their fields.
+-- Records kept with cmsgpack (Lua arrays); these tables name their fields' indices (tables, not one
+-- local per field: an EVAL script of lib + route must stay under Lua's 200 locals per function).
 -- worker (wk): url, dp size, total_kv_blocks, max_num_batched_tokens, kv_events (-1 pool default/0/1),
 -- rank ids {per dp rank}, index slots {per dp rank}
-local W_URL, W_DP, W_TKV, W_MNBT, W_KVE, W_RIDS, W_SLOTS = 1, 2, 3, 4, 5, 6, 7
+local W = {URL = 1, DP = 2, TKV = 3, MNBT = 4, KVE = 5, RIDS = 6, SLOTS = 7}
 -- lease (ls): rank id, prefill tokens still booked, decode blocks, expiry ms, session id ('' none), the
 -- session binding's generation
-local L_RID, L_PREFILL, L_DECODE, L_EXPIRY, L_SESSION, L_SGEN = 1, 2, 3, 4, 5, 6
+local L = {RID = 1, PREFILL = 2, DECODE = 3, EXPIRY = 4, SESSION = 5, SGEN = 6}
 -- session binding (ss): rank id, worker id, generation, active requests, idle since ms
-local S_RID, S_WID, S_GEN, S_ACTIVE, S_IDLE = 1, 2, 3, 4, 5
+local S = {RID = 1, WID = 2, GEN = 3, ACTIVE = 4, IDLE = 5}
 
 -- Packed roster (KEYS[2]) and loads (KEYS[5]); see the key list above. RREC is one candidate's record,
 -- RW its width; RO_* are byte offsets of its fields within the record (0-based).
 local RREC, RW = '>I4I4I4ddbI4I4I4I4', 45
-local RO_RID, RO_MNBT, RO_TKV, RO_WID = 4, 12, 20, 29
+local ROFF = {RID = 4, MNBT = 12, TKV = 20, WID = 29}
 -- ros returns the parsed roster {s, n, rb (first record), str (strings area), slots (column, lazily),
 -- live (slot -> index, lazily)}, memoized by content across calls.
 local function ros()
@@ -147,12 +147,12 @@ local function ros()
     local s = redis.call('GET', K_ROSTER)
     if not s then ROS = {s = '', n = 0, rb = 5, str = 5}
     else
-      ROS = ROS_MEMO[s]
+      ROS = MEMO.ros[s]
       if not ROS then
         local n = struct.unpack('>I4', s, 1)
         ROS = {s = s, n = n, rb = 5 + 4 * n, str = 5 + 4 * n + n * RW}
-        if ROS_MEMO_N >= MEMO_CAP then ROS_MEMO, ROS_MEMO_N = {}, 0 end
-        ROS_MEMO[s], ROS_MEMO_N = ROS, ROS_MEMO_N + 1
+        if MEMO.n_ros >= MEMO.cap then MEMO.ros, MEMO.n_ros = {}, 0 end
+        MEMO.ros[s], MEMO.n_ros = ROS, MEMO.n_ros + 1
       end
     end
   end
@@ -166,7 +166,7 @@ local function rrec(i)
 end
 local function rwid(i)
   local R = ROS
-  local wo, wl = struct.unpack('>I4I4', R.s, R.rb + (i - 1) * RW + RO_WID)
+  local wo, wl = struct.unpack('>I4I4', R.s, R.rb + (i - 1) * RW + ROFF.WID)
   return string.sub(R.s, R.str + wo, R.str + wo + wl - 1)
 end
 -- BULK_FMT: bulk_unpack's formats by record format and count (at most 128 per record format), built
@@ -235,7 +235,7 @@ end
 local function rid_index(rid)
   local R = ros()
   local key = struct.pack('>I4', rid)
-  local base = R.rb + RO_RID
+  local base = R.rb + ROFF.RID
   local from = base
   while true do
     local p = string.find(R.s, key, from, true)
@@ -263,7 +263,7 @@ local function roster_rebuild(wkc)
   local lds = redis.call('GET', K_LD) or ''
   local oldl = {}
   for i = 1, old.n do
-    local rid = struct.unpack('>I4', old.s, old.rb + (i - 1) * RW + RO_RID)
+    local rid = struct.unpack('>I4', old.s, old.rb + (i - 1) * RW + ROFF.RID)
     oldl[rid] = string.sub(lds, (i - 1) * 24 + 1, i * 24)
   end
   local ids = redis.call('ZRANGE', K_WZ, 0, -1)
@@ -272,12 +272,12 @@ local function roster_rebuild(wkc)
   for _, id in ipairs(ids) do
     local w = wkc and wkc[id]
     if not w then w = cmsgpack.unpack(redis.call('HGET', K_WK, id)) end
-    for r = 1, w[W_DP] do
-      local rid = w[W_RIDS][r]
-      sl[#sl + 1] = struct.pack('>I4', w[W_SLOTS][r])
-      recs[#recs + 1] = struct.pack(RREC, w[W_SLOTS][r], rid, r - 1, w[W_MNBT], w[W_TKV], w[W_KVE], soff, #id, soff + #id, #w[W_URL])
-      strs[#strs + 1] = id .. w[W_URL]
-      soff = soff + #id + #w[W_URL]
+    for r = 1, w[W.DP] do
+      local rid = w[W.RIDS][r]
+      sl[#sl + 1] = struct.pack('>I4', w[W.SLOTS][r])
+      recs[#recs + 1] = struct.pack(RREC, w[W.SLOTS][r], rid, r - 1, w[W.MNBT], w[W.TKV], w[W.KVE], soff, #id, soff + #id, #w[W.URL])
+      strs[#strs + 1] = id .. w[W.URL]
+      soff = soff + #id + #w[W.URL]
       local l = oldl[rid]
       if not l or #l ~= 24 then l = string.rep('\0', 24) end
       lv[#lv + 1] = l
@@ -297,21 +297,21 @@ end
 
 -- end_lease releases a lease's remaining load and its session hold at time t (memory: endLease).
 local function end_lease(id, l, t)
-  local i = rid_index(l[L_RID])
-  if i then ld_add(i, 0 - l[L_PREFILL], 0 - l[L_DECODE], -1) end
+  local i = rid_index(l[L.RID])
+  if i then ld_add(i, 0 - l[L.PREFILL], 0 - l[L.DECODE], -1) end
   redis.call('HDEL', K_LS, id)
   redis.call('ZREM', K_LX, id)
-  if l[L_SESSION] ~= '' then
-    local sp = redis.call('HGET', K_SS, l[L_SESSION])
+  if l[L.SESSION] ~= '' then
+    local sp = redis.call('HGET', K_SS, l[L.SESSION])
     if sp then
       local s = cmsgpack.unpack(sp)
-      if s[S_GEN] == l[L_SGEN] and s[S_ACTIVE] > 0 then
-        s[S_ACTIVE] = s[S_ACTIVE] - 1
-        if s[S_ACTIVE] == 0 then
-          s[S_IDLE] = t
-          redis.call('ZADD', K_SY, t, l[L_SESSION])
+      if s[S.GEN] == l[L.SGEN] and s[S.ACTIVE] > 0 then
+        s[S.ACTIVE] = s[S.ACTIVE] - 1
+        if s[S.ACTIVE] == 0 then
+          s[S.IDLE] = t
+          redis.call('ZADD', K_SY, t, l[L.SESSION])
         end
-        redis.call('HSET', K_SS, l[L_SESSION], cmsgpack.pack(s))
+        redis.call('HSET', K_SS, l[L.SESSION], cmsgpack.pack(s))
       end
     end
   end
@@ -324,7 +324,7 @@ local function release_expired(now)
     local lp = redis.call('HGET', K_LS, id)
     if lp then
       local l = cmsgpack.unpack(lp)
-      end_lease(id, l, l[L_EXPIRY])
+      end_lease(id, l, l[L.EXPIRY])
     else
       redis.call('ZREM', K_LX, id)
     end
@@ -454,7 +454,7 @@ local function sweep_sessions(now, ttl)
     local sp = redis.call('HGET', K_SS, id)
     if sp then
       local s = cmsgpack.unpack(sp)
-      if s[S_ACTIVE] == 0 and now >= s[S_IDLE] + ttl then redis.call('HDEL', K_SS, id) end
+      if s[S.ACTIVE] == 0 and now >= s[S.IDLE] + ttl then redis.call('HDEL', K_SS, id) end
     end
     redis.call('ZREM', K_SY, id)
   end

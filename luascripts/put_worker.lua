@@ -20,21 +20,21 @@ else
   w = cmsgpack.unpack(wp)
 end
 redis.call('HSET', K_SEEN, wid, now)
-local changed = not wp or w[W_URL] ~= url or w[W_DP] ~= dp or w[W_TKV] ~= tkv or w[W_MNBT] ~= mnbt or w[W_KVE] ~= kve
+local changed = not wp or w[W.URL] ~= url or w[W.DP] ~= dp or w[W.TKV] ~= tkv or w[W.MNBT] ~= mnbt or w[W.KVE] ~= kve
 if not changed then return {'ok'} end
-w[W_URL], w[W_TKV], w[W_MNBT], w[W_KVE] = url, tkv, mnbt, kve
-while w[W_DP] < dp do
+w[W.URL], w[W.TKV], w[W.MNBT], w[W.KVE] = url, tkv, mnbt, kve
+while w[W.DP] < dp do
   local rid = redis.call('HINCRBY', K_SC, 'rid', 1)
-  w[W_DP] = w[W_DP] + 1
-  w[W_RIDS][w[W_DP]] = rid
-  w[W_SLOTS][w[W_DP]] = new_slot()
+  w[W.DP] = w[W.DP] + 1
+  w[W.RIDS][w[W.DP]] = rid
+  w[W.SLOTS][w[W.DP]] = new_slot()
 end
-while w[W_DP] > dp do
-  local rid, slot = w[W_RIDS][w[W_DP]], w[W_SLOTS][w[W_DP]]
+while w[W.DP] > dp do
+  local rid, slot = w[W.RIDS][w[W.DP]], w[W.SLOTS][w[W.DP]]
   redis.call('RPUSH', K_DEAD, slot)
   redis.call('HDEL', K_FENCE, 'e' .. rid, 'i' .. rid, 'g' .. rid)
-  w[W_RIDS][w[W_DP]], w[W_SLOTS][w[W_DP]] = nil, nil
-  w[W_DP] = w[W_DP] - 1
+  w[W.RIDS][w[W.DP]], w[W.SLOTS][w[W.DP]] = nil, nil
+  w[W.DP] = w[W.DP] - 1
 end
 redis.call('HSET', K_WK, wid, cmsgpack.pack(w))
 roster_rebuild({[wid] = w})

@@ -12,9 +12,9 @@ if refused then return refused end
 local wp = redis.call('HGET', K_WK, wid)
 if not wp then return {'unknown_worker'} end
 local w = cmsgpack.unpack(wp)
-for r = 1, w[W_DP] do
-  local rid = w[W_RIDS][r]
-  redis.call('RPUSH', K_DEAD, w[W_SLOTS][r])
+for r = 1, w[W.DP] do
+  local rid = w[W.RIDS][r]
+  redis.call('RPUSH', K_DEAD, w[W.SLOTS][r])
   redis.call('HDEL', K_FENCE, 'e' .. rid, 'i' .. rid, 'g' .. rid)
 end
 redis.call('HDEL', K_WK, wid)

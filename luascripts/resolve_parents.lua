@@ -17,8 +17,8 @@ local out = {'ok'}
 for i = 2, #ARGV, 2 do
   local rank = tonumber(ARGV[i])
   local v = ''
-  if rank and rank >= 0 and rank < w[W_DP] then
-    local slot = w[W_SLOTS][rank + 1]
+  if rank and rank >= 0 and rank < w[W.DP] then
+    local slot = w[W.SLOTS][rank + 1]
     v = redis.call('HGET', gkey(slot, ARGV[i + 1]), gfield(ARGV[i + 1])) or ''
   end
   out[#out + 1] = v

@@ -232,8 +232,8 @@ if N > 0 then
   if #lvs == 24 * N then LV = bulk_unpack(lvs, 1, N, 'ddd', 3, 0) end
 end
 if not LV then LV = {}; for j = 1, 3 * N do LV[j] = 0 end end
-local MN = (bpf > 0) and rcol(RO_MNBT, 'd', 8) or nil
-local TK = (bdf > 0) and rcol(RO_TKV, 'd', 8) or nil
+local MN = (bpf > 0) and rcol(ROFF.MNBT, 'd', 8) or nil
+local TK = (bdf > 0) and rcol(ROFF.TKV, 'd', 8) or nil
 local excluded = nil
 local nx = tonumber(ARGV[19 + na])
 if nx > 0 then
@@ -345,8 +345,8 @@ if cfg.sttl > 0 and session ~= '' then
   local sp = redis.call('HGET', K_SS, session)
   if sp then
     local s = cmsgpack.unpack(sp)
-    local ri = rid_index(s[S_RID])
-    if not ri or not is_live(rwid(ri)) or (s[S_ACTIVE] == 0 and now >= s[S_IDLE] + cfg.sttl) then
+    local ri = rid_index(s[S.RID])
+    if not ri or not is_live(rwid(ri)) or (s[S.ACTIVE] == 0 and now >= s[S.IDLE] + cfg.sttl) then
       sdel = true
     elseif creason(ri) == '' then
       chosen, shit = ri, true
@@ -478,12 +478,12 @@ if cfg.sttl > 0 and session ~= '' then
     end
   else
     s = cmsgpack.unpack(redis.call('HGET', K_SS, session))
-    if s[S_ACTIVE] == 0 then redis.call('ZREM', K_SY, session) end
+    if s[S.ACTIVE] == 0 then redis.call('ZREM', K_SY, session) end
   end
   if s then
-    s[S_ACTIVE] = s[S_ACTIVE] + 1
+    s[S.ACTIVE] = s[S.ACTIVE] + 1
     redis.call('HSET', K_SS, session, cmsgpack.pack(s))
-    lsess, lgen = session, s[S_GEN]
+    lsess, lgen = session, s[S.GEN]
   end
 end
 redis.call('HSET', K_LS, reqid, cmsgpack.pack({rid, booked, required, expiry, lsess, lgen}))   -- L_* order

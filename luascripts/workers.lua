@@ -15,8 +15,8 @@ local out = {'ok'}
 for _, id in ipairs(redis.call('ZRANGE', K_WZ, 0, -1)) do
   local w = cmsgpack.unpack(redis.call('HGET', K_WK, id))
   local ranks = {}
-  for r = 1, w[W_DP] do
-    local rid, slot = w[W_RIDS][r], w[W_SLOTS][r]
+  for r = 1, w[W.DP] do
+    local rid, slot = w[W.RIDS][r], w[W.SLOTS][r]
     local i = rid_index(rid)
     local prefill, decode, requests   -- nil (the rank left the roster) encodes as no value
     if i then prefill, decode, requests = ld_read(i) end
@@ -27,6 +27,6 @@ for _, id in ipairs(redis.call('ZRANGE', K_WZ, 0, -1)) do
   local h = {tonumber(redis.call('HGET', K_HC, id) or '0'), 0, 0, 0}
   local hu = redis.call('HGET', K_HU, id)
   if hu then h[2], h[3], h[4] = struct.unpack('>ddd', hu) end
-  out[#out + 1] = {id, w[W_URL], w[W_DP], w[W_TKV], w[W_MNBT], w[W_KVE], tonumber(redis.call('HGET', K_SEEN, id) or '0'), ranks, h}
+  out[#out + 1] = {id, w[W.URL], w[W.DP], w[W.TKV], w[W.MNBT], w[W.KVE], tonumber(redis.call('HGET', K_SEEN, id) or '0'), ranks, h}
 end
 return out
