@@ -1,6 +1,6 @@
 -- apply_events.lua — apply a run of one worker's KV events, in order, exactly once per (worker, dp_rank).
 --
--- KEYS: the pool's key list (see lib.lua).
+-- KEYS: the pool's key list (see lib.lua; the body starts with bind(KEYS)).
 -- ARGV: [1] now, ms  [2] worker id  [3] event count N, then 11 values per event:
 --   kind (1 stored, 2 removed, 3 cleared) · dp rank · event id (20 digits, '' = unordered) ·
 --   event id − 1 (20 digits, '' when the id is 0 or absent) · epoch ('' = unknown) ·
@@ -9,7 +9,7 @@
 --   blocks: stored → (engine hash 8 ‖ sequence hash 8)*, removed → (engine hash 8)* ·
 --   event id − max jump (20 digits, '' when absent or ≤ 0): an id beyond the rank's last one by more than
 --   the jump (default 2^32) is an engine restart, not a gap: the rank is cleared and counted in restarts.
--- Reply: {'unknown_pool'} | {'ok', next, applied, stale, parent_not_found, block_not_found, gaps, restarts,
+-- Reply: {'unknown_pool'} | {'layout_mismatch', found layout} | {'ok', next, applied, stale, parent_not_found, block_not_found, gaps, restarts,
 --   block_size_mismatch, unknown_worker, stored_blocks, removed_blocks}; next ≤ N is the 0-based index of
 --   the first event NOT processed (next < N: the caller's predicted parent mapping was wrong; it re-reads
 --   and resumes there). Everything before next is applied; nothing after.
@@ -19,6 +19,7 @@
 -- and all engine-map writes are buffered and flushed at the end (one HSET / HDEL per engine-map bucket).
 -- Complexity: O(blocks in the batch) hash operations — about one HSETNX per new block plus one grouped
 -- engine-map HSET per bucket touched — + bounded reclamation (RECLAIM_BUCKETS, SOFT_SWEEP).
+bind(KEYS)
 local now = tonumber(ARGV[2 - 1])
 local wid = ARGV[2]
 local n = tonumber(ARGV[3])
@@ -35,8 +36,8 @@ for i = 0, n - 1 do
     return redis.error_reply('ERR apply_events: bad blocks in event ' .. i)
   end
 end
-local cfg = cfg_get()
-if not cfg then return {'unknown_pool'} end
+local cfg, refused = cfg_get()
+if not cfg then return refused end
 local res = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 local A, STALE, PNF, BNF, GAP, RST, BSM, UW, SB, RB = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10
 local wp = redis.call('HGET', K_WK, wid)
@@ -288,9 +289,9 @@ end
 
 local wdirty = false
 local function clear_rank(r)
-  local old = w[7][r]
+  local old = w[W.SLOTS][r]
   redis.call('RPUSH', K_DEAD, old)
-  w[7][r] = new_slot()
+  w[W.SLOTS][r] = new_slot()
   wdirty = true
 end
 
@@ -301,16 +302,16 @@ for i = 0, n - 1 do
   local id, idm1, epoch = ARGV[b + 3], ARGV[b + 4], ARGV[b + 5]
   local tier, bsz = tonumber(ARGV[b + 6]), tonumber(ARGV[b + 7])
   local pengine, pexpect, blocks, idmj = ARGV[b + 8], ARGV[b + 9], ARGV[b + 10], ARGV[b + 11]
-  if rank < 0 or rank >= w[2] then
+  if rank < 0 or rank >= w[W.DP] then
     res[UW] = res[UW] + 1
   else
-    local rid = w[6][rank + 1]
+    local rid = w[W.RIDS][rank + 1]
     local f = fget(rid)
     local restart = epoch ~= '' and f[1] ~= epoch and f[1] ~= ''
     local stale = (not restart) and id ~= '' and f[2] and id <= f[2]
     -- Verify the caller's parent prediction before committing anything of this event.
     if kind == 1 and pengine ~= '' and not restart and not stale and (bsz == 0 or bsz == cfg.bs) then
-      local actual = gget(w[7][rank + 1], pengine)
+      local actual = gget(w[W.SLOTS][rank + 1], pengine)
       if actual and actual ~= pexpect then next_i = i; break end
     end
     -- fence (memory: fence)
@@ -345,7 +346,7 @@ for i = 0, n - 1 do
       end
     end
     if apply then
-      local slot = w[7][rank + 1]
+      local slot = w[W.SLOTS][rank + 1]
       if bsz > 0 and bsz ~= cfg.bs then
         res[BSM] = res[BSM] + 1
       elseif kind == 1 then
@@ -380,11 +381,11 @@ for i = 0, n - 1 do
         cnt_add('h', slot, dh); cnt_add('n', slot, dn); cnt_add('o', slot, dor)
         res[A] = res[A] + 1
       else
-        for r = 1, w[2] do
+        for r = 1, w[W.DP] do
           clear_rank(r)
-          local fr = fget(w[6][r])
+          local fr = fget(w[W.RIDS][r])
           fr[3] = false
-          Fdirty[w[6][r]] = true
+          Fdirty[w[W.RIDS][r]] = true
         end
         res[A] = res[A] + 1
       end

@@ -1,5 +1,10 @@
--- lib.lua — helpers shared by every kvrouter script (prepended to each script body by the Go loader,
--- so each script is still one self-contained EVALSHA call).
+-- lib.lua — helpers shared by every kvrouter operation. The Go loader (luascripts.Library) builds ONE
+-- Redis Functions library, kvrouter_v<LAYOUT>, from this file followed by every operation's body wrapped
+-- as a function (KEYS, ARGV) registered as kvr<LAYOUT>_<op>; it is loaded once per node with FUNCTION LOAD
+-- REPLACE, so this file's top level runs once per load, not once per call. Each operation starts with
+-- bind(KEYS), which sets the key names and resets the per-call caches below (module-level locals are
+-- shared by every call of the library; Redis runs one call at a time). luascripts.Source still joins this
+-- file and one operation into a plain EVAL script (profiling variants, fixtures).
 --
 -- KEYS (the same list for every script; built by statestore.poolKeys, all under the pool's hash tag):
 --   1 cfg     HASH   pool knobs (knobs_gen.lua's short field names; floats as shortest round-trip strings) and
@@ -37,10 +42,35 @@
 --                    number of distinct session ids ever seen)
 -- Bucket suffixes are the only strings appended in Lua; every key stays under the pool's hash tag.
 
-local K_CFG, K_ROSTER, K_WK, K_SEEN, K_LD, K_FENCE, K_SC, K_ORPH, K_ND, K_DEAD, K_LS, K_LX, K_SS, K_SX, K_E, K_G, K_S, K_WZ =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12],
-  KEYS[13], KEYS[14], KEYS[15], KEYS[16], KEYS[17], KEYS[18]
-local K_HC, K_HU, K_SY = KEYS[19], KEYS[20], KEYS[21]
+-- LAYOUT: the key-layout version (SPEC §8 "Layout version"; luascripts.Layout in Go, checked by a test).
+-- Written as cfg field 'layout' by put_pool; every operation meeting a pool whose cfg holds another
+-- version (or none: layout 1, before versions were recorded) answers {'layout_mismatch', found}.
+local LAYOUT = '2'
+
+local K_CFG, K_ROSTER, K_WK, K_SEEN, K_LD, K_FENCE, K_SC, K_ORPH, K_ND, K_DEAD, K_LS, K_LX, K_SS, K_SX, K_E, K_G, K_S, K_WZ
+local K_HC, K_HU, K_SY
+local ROS, EC, CNT   -- per-call caches (roster, event-index entries, counter deltas), reset by bind
+
+-- bind starts a call: the pool's key names (KEYS as statestore.PoolKeys builds them) and fresh caches.
+local function bind(keys)
+  K_CFG, K_ROSTER, K_WK, K_SEEN, K_LD, K_FENCE, K_SC, K_ORPH, K_ND, K_DEAD, K_LS, K_LX, K_SS, K_SX, K_E, K_G, K_S, K_WZ =
+    keys[1], keys[2], keys[3], keys[4], keys[5], keys[6], keys[7], keys[8], keys[9], keys[10], keys[11], keys[12],
+    keys[13], keys[14], keys[15], keys[16], keys[17], keys[18]
+  K_HC, K_HU, K_SY = keys[19], keys[20], keys[21]
+  ROS, EC, CNT = nil, {}, {h = {}, o = {}, n = {}}
+end
+
+-- layout_reply is the reply for a pool whose cfg records layout v (nil: none recorded).
+local function layout_reply(v) return {'layout_mismatch', v or '1'} end
+
+-- pool_check returns nil when the pool exists in this layout, else the operation's reply
+-- ({'unknown_pool'} or {'layout_mismatch', found}). One HGET on the path every operation takes.
+local function pool_check()
+  local v = redis.call('HGET', K_CFG, 'layout')
+  if v == LAYOUT then return nil end
+  if v or redis.call('EXISTS', K_CFG) == 1 then return layout_reply(v) end
+  return {'unknown_pool'}
+end
 
 -- NB_E: 16384 event buckets keep each listpack near 61 entries at 1 M entries (every HGET scans its bucket
 -- linearly): ~15-20 % less Redis time per route decision than 4096 (~245 entries) for +1.3 B per entry.
@@ -60,44 +90,90 @@ local function gfield(engine) return string.sub(engine, 1, 7) end
 
 -- CFG_FIELDS, CFG_OVERRIDES and the filter reasons R_* come from knobs_gen.lua (generated from statestore's
 -- knob table), which precedes this file.
-local CFG_FMT = '>' .. string.rep('d', #CFG_FIELDS)   -- cfg field 'bin': every knob as f64, CFG_FIELDS order
+-- CFG_FMT: cfg field 'bin', every knob as f64 in CFG_FIELDS order. Built on first use: a library's top
+-- level runs at FUNCTION LOAD, where Redis 7.0 exposes no standard library (no `string`).
+local CFG_FMT = nil
 
--- cfg_get returns the pool's knobs as numbers, or nil when the pool does not exist.
+-- Memos across calls: a library's module-level state outlives a call (an EVAL script's did not). Each
+-- memo maps a string read from Redis to its parsed form, keyed by the whole string, so a changed value
+-- can never hit a stale entry (and one Redis holding many pools only costs memo space). Parsed forms are
+-- read-only for callers. Bounded: a memo is emptied when it reaches MEMO.cap entries.
+-- MEMO.cfg: cfg 'bin' -> knobs table; MEMO.ros: roster string -> parsed roster (ros()); MEMO.n_*: sizes.
+local MEMO = {cap = 64, cfg = {}, n_cfg = 0, ros = {}, n_ros = 0}
+
+-- cfg_get returns the pool's knobs as numbers, or nil and the operation's reply when the pool does not
+-- exist or was written by another layout (pool_check's replies). One HMGET (the packed knobs and the
+-- layout version).
 local function cfg_get()
   local c = {}
-  local b = redis.call('HGET', K_CFG, 'bin')
-  if b then
-    local n = #b / 8
-    local v
-    if n >= #CFG_FIELDS then v = {struct.unpack(CFG_FMT, b)} else v = {struct.unpack('>' .. string.rep('d', n), b)} end
-    for i, f in ipairs(CFG_FIELDS) do if i <= n then c[f] = v[i] else c[f] = 0 end end
-    return c
+  local got = redis.call('HMGET', K_CFG, 'bin', 'layout')
+  local b, v = got[1], got[2]
+  if v ~= LAYOUT then
+    if v or b or redis.call('EXISTS', K_CFG) == 1 then return nil, layout_reply(v) end
+    return nil, {'unknown_pool'}
   end
-  local v = redis.call('HMGET', K_CFG, unpack(CFG_FIELDS))
-  if not v[1] then return nil end
-  for i, f in ipairs(CFG_FIELDS) do c[f] = tonumber(v[i]) or 0 end
+  local memo = MEMO.cfg[b]
+  if memo then return memo end
+  local n = #b / 8
+  local f
+  if not CFG_FMT then CFG_FMT = '>' .. string.rep('d', #CFG_FIELDS) end
+  if n >= #CFG_FIELDS then f = {struct.unpack(CFG_FMT, b)} else f = {struct.unpack('>' .. string.rep('d', n), b)} end
+  for i, name in ipairs(CFG_FIELDS) do if i <= n then c[name] = f[i] else c[name] = 0 end end
+  if MEMO.n_cfg >= MEMO.cap then MEMO.cfg, MEMO.n_cfg = {}, 0 end
+  MEMO.cfg[b], MEMO.n_cfg = c, MEMO.n_cfg + 1
   return c
 end
 
--- cfg_override applies a route request's overrides to cfg in place: ARGV[first..] holds one value per
--- CFG_OVERRIDES knob, in that order ('' = keep the pool's value). Returns the index of the next ARGV.
-local function cfg_override(cfg, first)
+-- cfg_override returns the knobs with a route request's overrides applied: argv[first..] (the operation's
+-- ARGV, a parameter: inside a Functions library ARGV is no global) holds one value per CFG_OVERRIDES knob,
+-- in that order ('' = keep the pool's value). cfg itself is never written (it may be MEMO.cfg's shared
+-- table): with an override, a copy is returned. Also returns the index of the next ARGV.
+local function cfg_override(cfg, argv, first)
+  local out = cfg
   for j, f in ipairs(CFG_OVERRIDES) do
-    local a = ARGV[first + j - 1]
-    if a ~= '' then cfg[f] = tonumber(a) end
+    local a = argv[first + j - 1]
+    if a ~= '' then
+      if out == cfg then
+        out = {}
+        for k, v in pairs(cfg) do out[k] = v end
+      end
+      out[f] = tonumber(a)
+    end
   end
-  return first + #CFG_OVERRIDES
+  return out, first + #CFG_OVERRIDES
 end
 
--- Packed roster (KEYS[2]) and loads (KEYS[5]); see the key list above.
+
+-- Records kept with cmsgpack (Lua arrays); these tables name their fields' indices (tables, not one
+-- local per field: an EVAL script of lib + route must stay under Lua's 200 locals per function).
+-- worker (wk): url, dp size, total_kv_blocks, max_num_batched_tokens, kv_events (-1 pool default/0/1),
+-- rank ids {per dp rank}, index slots {per dp rank}
+local W = {URL = 1, DP = 2, TKV = 3, MNBT = 4, KVE = 5, RIDS = 6, SLOTS = 7}
+-- lease (ls): rank id, prefill tokens still booked, decode blocks, expiry ms, session id ('' none), the
+-- session binding's generation
+local L = {RID = 1, PREFILL = 2, DECODE = 3, EXPIRY = 4, SESSION = 5, SGEN = 6}
+-- session binding (ss): rank id, worker id, generation, active requests, idle since ms
+local S = {RID = 1, WID = 2, GEN = 3, ACTIVE = 4, IDLE = 5}
+
+-- Packed roster (KEYS[2]) and loads (KEYS[5]); see the key list above. RREC is one candidate's record,
+-- RW its width; RO_* are byte offsets of its fields within the record (0-based).
 local RREC, RW = '>I4I4I4ddbI4I4I4I4', 45
-local ZERO24 = string.rep('\0', 24)
-local ROS = nil
+local ROFF = {RID = 4, MNBT = 12, TKV = 20, WID = 29}
+-- ros returns the parsed roster {s, n, rb (first record), str (strings area), slots (column, lazily),
+-- live (slot -> index, lazily)}, memoized by content across calls.
 local function ros()
   if not ROS then
     local s = redis.call('GET', K_ROSTER)
     if not s then ROS = {s = '', n = 0, rb = 5, str = 5}
-    else local n = struct.unpack('>I4', s, 1); ROS = {s = s, n = n, rb = 5 + 4 * n, str = 5 + 4 * n + n * RW} end
+    else
+      ROS = MEMO.ros[s]
+      if not ROS then
+        local n = struct.unpack('>I4', s, 1)
+        ROS = {s = s, n = n, rb = 5 + 4 * n, str = 5 + 4 * n + n * RW}
+        if MEMO.n_ros >= MEMO.cap then MEMO.ros, MEMO.n_ros = {}, 0 end
+        MEMO.ros[s], MEMO.n_ros = ROS, MEMO.n_ros + 1
+      end
+    end
   end
   return ROS
 end
@@ -109,9 +185,12 @@ local function rrec(i)
 end
 local function rwid(i)
   local R = ROS
-  local wo, wl = struct.unpack('>I4I4', R.s, R.rb + (i - 1) * RW + 29)
+  local wo, wl = struct.unpack('>I4I4', R.s, R.rb + (i - 1) * RW + ROFF.WID)
   return string.sub(R.s, R.str + wo, R.str + wo + wl - 1)
 end
+-- BULK_FMT: bulk_unpack's formats by record format and count (at most 128 per record format), built
+-- once per library load: a library's module-level state outlives the call, unlike an EVAL script's.
+local BULK_FMT = {}
 -- bulk_unpack: fields of fixed-width records, one struct.unpack call per 128 records (Lua stack bound).
 -- rec: format of the fields read from one record (no '>'); skip: bytes skipped between records
 -- (with skip > 0, one call per record: struct's 'x' is slower than separate calls).
@@ -133,7 +212,12 @@ local function bulk_unpack(s, from, n, rec, per, skip, out)
   while i < n do
     local k = n - i
     if k > 128 then k = 128 end
-    local fmt = '>' .. string.rep(rec .. string.rep('x', skip), k - 1) .. rec
+    local fkey = rec .. k
+    local fmt = BULK_FMT[fkey]
+    if not fmt then
+      fmt = '>' .. string.rep(rec, k)
+      BULK_FMT[fkey] = fmt
+    end
     local v = {struct.unpack(fmt, s, from)}
     if i == 0 and k == n then return v end
     local b = i * per
@@ -153,13 +237,24 @@ end
 local function rslots()
   local R = ros()
   if R.n == 0 then return {} end
-  return bulk_unpack(R.s, 5, R.n, 'I4', 1, 0)
+  if not R.slots then R.slots = bulk_unpack(R.s, 5, R.n, 'I4', 1, 0) end
+  return R.slots
+end
+-- rlive returns slot -> roster index (1-based) of every candidate.
+local function rlive()
+  local R = ros()
+  if not R.live then
+    local live, sl = {}, rslots()
+    for i = 1, R.n do live[sl[i]] = i end
+    R.live = live
+  end
+  return R.live
 end
 -- rid_index returns the roster index (1-based) of rank id rid, or nil (the rank is gone).
 local function rid_index(rid)
   local R = ros()
   local key = struct.pack('>I4', rid)
-  local base = R.rb + 4
+  local base = R.rb + ROFF.RID
   local from = base
   while true do
     local p = string.find(R.s, key, from, true)
@@ -187,7 +282,7 @@ local function roster_rebuild(wkc)
   local lds = redis.call('GET', K_LD) or ''
   local oldl = {}
   for i = 1, old.n do
-    local rid = struct.unpack('>I4', old.s, old.rb + (i - 1) * RW + 4)
+    local rid = struct.unpack('>I4', old.s, old.rb + (i - 1) * RW + ROFF.RID)
     oldl[rid] = string.sub(lds, (i - 1) * 24 + 1, i * 24)
   end
   local ids = redis.call('ZRANGE', K_WZ, 0, -1)
@@ -196,14 +291,14 @@ local function roster_rebuild(wkc)
   for _, id in ipairs(ids) do
     local w = wkc and wkc[id]
     if not w then w = cmsgpack.unpack(redis.call('HGET', K_WK, id)) end
-    for r = 1, w[2] do
-      local rid = w[6][r]
-      sl[#sl + 1] = struct.pack('>I4', w[7][r])
-      recs[#recs + 1] = struct.pack(RREC, w[7][r], rid, r - 1, w[4], w[3], w[5], soff, #id, soff + #id, #w[1])
-      strs[#strs + 1] = id .. w[1]
-      soff = soff + #id + #w[1]
+    for r = 1, w[W.DP] do
+      local rid = w[W.RIDS][r]
+      sl[#sl + 1] = struct.pack('>I4', w[W.SLOTS][r])
+      recs[#recs + 1] = struct.pack(RREC, w[W.SLOTS][r], rid, r - 1, w[W.MNBT], w[W.TKV], w[W.KVE], soff, #id, soff + #id, #w[W.URL])
+      strs[#strs + 1] = id .. w[W.URL]
+      soff = soff + #id + #w[W.URL]
       local l = oldl[rid]
-      if not l or #l ~= 24 then l = ZERO24 end
+      if not l or #l ~= 24 then l = string.rep('\0', 24) end
       lv[#lv + 1] = l
     end
   end
@@ -221,21 +316,21 @@ end
 
 -- end_lease releases a lease's remaining load and its session hold at time t (memory: endLease).
 local function end_lease(id, l, t)
-  local i = rid_index(l[1])
-  if i then ld_add(i, 0 - l[2], 0 - l[3], -1) end
+  local i = rid_index(l[L.RID])
+  if i then ld_add(i, 0 - l[L.PREFILL], 0 - l[L.DECODE], -1) end
   redis.call('HDEL', K_LS, id)
   redis.call('ZREM', K_LX, id)
-  if l[5] ~= '' then
-    local sp = redis.call('HGET', K_SS, l[5])
+  if l[L.SESSION] ~= '' then
+    local sp = redis.call('HGET', K_SS, l[L.SESSION])
     if sp then
       local s = cmsgpack.unpack(sp)
-      if s[3] == l[6] and s[4] > 0 then
-        s[4] = s[4] - 1
-        if s[4] == 0 then
-          s[5] = t
-          redis.call('ZADD', K_SY, t, l[5])
+      if s[S.GEN] == l[L.SGEN] and s[S.ACTIVE] > 0 then
+        s[S.ACTIVE] = s[S.ACTIVE] - 1
+        if s[S.ACTIVE] == 0 then
+          s[S.IDLE] = t
+          redis.call('ZADD', K_SY, t, l[L.SESSION])
         end
-        redis.call('HSET', K_SS, l[5], cmsgpack.pack(s))
+        redis.call('HSET', K_SS, l[L.SESSION], cmsgpack.pack(s))
       end
     end
   end
@@ -248,7 +343,7 @@ local function release_expired(now)
     local lp = redis.call('HGET', K_LS, id)
     if lp then
       local l = cmsgpack.unpack(lp)
-      end_lease(id, l, l[4])
+      end_lease(id, l, l[L.EXPIRY])
     else
       redis.call('ZREM', K_LX, id)
     end
@@ -270,7 +365,6 @@ local function eparse(s)
   return string.sub(s, 1, 9), recs
 end
 
-local EC = {}
 local function eget(seq)
   local e = EC[seq]
   if not e then
@@ -303,8 +397,7 @@ local function eflush()
   EC = {}
 end
 
--- Counter deltas (held, orphans, non-device) per slot, flushed at the end.
-local CNT = {h = {}, o = {}, n = {}}
+-- Counter deltas (held, orphans, non-device) per slot (CNT), flushed at the end.
 local function cnt_add(kind, slot, d)
   if d ~= 0 then CNT[kind][slot] = (CNT[kind][slot] or 0) + d end
 end
@@ -380,7 +473,7 @@ local function sweep_sessions(now, ttl)
     local sp = redis.call('HGET', K_SS, id)
     if sp then
       local s = cmsgpack.unpack(sp)
-      if s[4] == 0 and now >= s[5] + ttl then redis.call('HDEL', K_SS, id) end
+      if s[S.ACTIVE] == 0 and now >= s[S.IDLE] + ttl then redis.call('HDEL', K_SS, id) end
     end
     redis.call('ZREM', K_SY, id)
   end

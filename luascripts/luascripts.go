@@ -1,20 +1,30 @@
-// Package luascripts embeds kvrouter's Redis Lua scripts: one file per atomic operation, each starting
-// with a header (KEYS, ARGV with units, reply shape, complexity). lib.lua holds helpers shared by all of
-// them and knobs_gen.lua the pool knobs and filter reasons, generated from statestore's knob table
-// (`go generate ./statestore`); Source prepends both, so every operation is still one self-contained
-// EVALSHA call.
+// Package luascripts embeds kvrouter's Redis Lua: one file per atomic operation, each starting with a
+// header (KEYS, ARGV with units, reply shape, complexity), lib.lua with the helpers they share, and
+// knobs_gen.lua with the pool knobs and filter reasons, generated from statestore's knob table
+// (`go generate ./statestore`): the prelude, knobs_gen.lua then lib.lua.
+//
+// Library builds one Redis Functions library from them, kvrouter_v<Layout>: the prelude once, then each
+// operation's body wrapped as a function registered as kvr<Layout>_<name>. It is loaded once per node
+// (FUNCTION LOAD REPLACE), so the prelude's definitions are not re-run on every call as they were when every
+// EVALSHA script carried its own copy. Source still joins the prelude and one operation into a plain script
+// (EVAL), for profiling variants and for fixtures of an older layout.
 package luascripts
 
 import (
 	"embed"
 	"fmt"
+	"regexp"
+	"strings"
 )
 
 //go:embed *.lua
 var files embed.FS
 
-// Names lists the operations (script files without ".lua"), lib excluded.
-var Names = []string{"apply_events", "resolve_parents", "route", "lease", "put_pool", "put_worker", "remove_worker", "workers", "report_forward"}
+// Layout is the key-layout version this code reads and writes (SPEC §8 "Layout version"): recorded in
+// every pool's cfg hash (field "layout"), and part of the library and function names, so routers of two
+// layouts can share a Redis during a rolling upgrade without replacing each other's functions.
+// lib.lua declares the same number (LAYOUT); TestLayoutMatchesLib checks it.
+const Layout = 2
 
 // Knobs returns knobs_gen.lua, the generated part of every script's prelude (before lib.lua).
 func Knobs() string {
@@ -28,11 +38,90 @@ func Prelude() string {
 	return Knobs() + "\n" + string(lib)
 }
 
-// Source returns the full text of one operation: Prelude, then the operation's file.
-func Source(name string) (string, error) {
-	body, err := files.ReadFile(name + ".lua")
+// Script is one atomic operation.
+type Script struct {
+	// Name is the file name without ".lua".
+	Name string
+	// ReadOnly: the operation never writes (registered with the no-writes flag, so FCALL_RO can run it).
+	ReadOnly bool
+	// Idempotent: running it twice has the effect of running it once, so a call whose reply was lost on a
+	// broken connection may be sent again. Operations that book or count never are.
+	Idempotent bool
+}
+
+// Scripts are the operations, lib excluded.
+var (
+	ApplyEvents    = Script{Name: "apply_events"}
+	ResolveParents = Script{Name: "resolve_parents", ReadOnly: true, Idempotent: true}
+	Route          = Script{Name: "route"}
+	Lease          = Script{Name: "lease"}
+	PutPool        = Script{Name: "put_pool", Idempotent: true}
+	PutWorker      = Script{Name: "put_worker", Idempotent: true}
+	RemoveWorker   = Script{Name: "remove_worker"}
+	Workers        = Script{Name: "workers", Idempotent: true}
+	ReportForward  = Script{Name: "report_forward"}
+	Migrate        = Script{Name: "migrate", Idempotent: true}
+
+	All = []Script{ApplyEvents, ResolveParents, Route, Lease, PutPool, PutWorker, RemoveWorker, Workers, ReportForward, Migrate}
+)
+
+// LibraryName is the Functions library holding every operation of this layout.
+func LibraryName() string { return fmt.Sprintf("kvrouter_v%d", Layout) }
+
+// Function is the name s is registered under (function names are global across libraries, so the
+// layout is part of it).
+func (s Script) Function() string { return fmt.Sprintf("kvr%d_%s", Layout, s.Name) }
+
+// Body returns the operation's own file.
+func (s Script) Body() (string, error) {
+	b, err := files.ReadFile(s.Name + ".lua")
 	if err != nil {
-		return "", fmt.Errorf("luascripts: no script %q", name)
+		return "", fmt.Errorf("luascripts: no script %q", s.Name)
+	}
+	return string(b), nil
+}
+
+// Source returns one operation as a self-contained EVAL script: Prelude followed by the operation's file.
+func Source(name string) (string, error) {
+	body, err := Script{Name: name}.Body()
+	if err != nil {
+		return "", err
 	}
 	return Prelude() + "\n" + string(body), nil
+}
+
+// Library returns the Functions library source (FUNCTION LOAD REPLACE): the shebang naming it, Prelude,
+// then every operation as `local function op_<name>(KEYS, ARGV) <body> end` and its registration.
+// KEYS and ARGV are the function's parameters, so each body reads exactly as it does in an EVAL script.
+func Library() (string, error) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "#!lua name=%s\n%s\n", LibraryName(), Prelude())
+	for _, s := range All {
+		body, err := s.Body()
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(&b, "local function op_%s(KEYS, ARGV)\n%s\nend\n", s.Name, body)
+		flags := "{}"
+		if s.ReadOnly {
+			flags = "{'no-writes'}"
+		}
+		fmt.Fprintf(&b, "redis.register_function{function_name = '%s', callback = op_%s, flags = %s}\n", s.Function(), s.Name, flags)
+	}
+	return b.String(), nil
+}
+
+var libLayout = regexp.MustCompile(`(?m)^local LAYOUT = '(\d+)'$`)
+
+// LibLayout returns the layout version lib.lua declares ("" when it declares none).
+func LibLayout() string {
+	lib, err := files.ReadFile("lib.lua")
+	if err != nil {
+		return ""
+	}
+	m := libLayout.FindSubmatch(lib)
+	if m == nil {
+		return ""
+	}
+	return string(m[1])
 }

@@ -1,15 +1,22 @@
 -- put_pool.lua — create or update a pool's knobs. block_size cannot change while workers are registered.
+-- A new pool records this library's layout version (cfg field 'layout'); an existing pool of another
+-- layout is refused (`kvrouter pool migrate|recreate` first), never re-stamped over data it cannot read.
 --
--- KEYS: the pool's key list (see lib.lua).
+-- KEYS: the pool's key list (see lib.lua; the body starts with bind(KEYS)).
 -- ARGV: pairs of (field, value) for every knob of knobs_gen.lua's CFG_FIELDS (statestore's knob table); 'bs' first.
--- Reply: {'ok'} | {'conflict', current block size}.
+-- Reply: {'ok'} | {'conflict', current block size} | {'layout_mismatch', found layout}.
 -- Complexity: O(knobs).
+bind(KEYS)
+if redis.call('EXISTS', K_CFG) == 1 then
+  local refused = pool_check()
+  if refused then return refused end
+end
 local old = redis.call('HGET', K_CFG, 'bs')
 if old and tonumber(old) ~= tonumber(ARGV[2]) and redis.call('HLEN', K_WK) > 0 then
   return {'conflict', tonumber(old)}
 end
-redis.call('HSET', K_CFG, unpack(ARGV))
+redis.call('HSET', K_CFG, 'layout', LAYOUT, unpack(ARGV))
 local v = redis.call('HMGET', K_CFG, unpack(CFG_FIELDS))
 for i = 1, #v do v[i] = tonumber(v[i]) or 0 end
-redis.call('HSET', K_CFG, 'bin', struct.pack(CFG_FMT, unpack(v)))
+redis.call('HSET', K_CFG, 'bin', struct.pack('>' .. string.rep('d', #CFG_FIELDS), unpack(v)))
 return {'ok'}

@@ -1,18 +1,20 @@
 -- remove_worker.lua — deregister a worker: it stops counting at once (its slots leave the roster); its
 -- index entries are reclaimed incrementally by later calls.
 --
--- KEYS: the pool's key list (see lib.lua).
+-- KEYS: the pool's key list (see lib.lua; the body starts with bind(KEYS)).
 -- ARGV: [1] now, ms  [2] worker id.
--- Reply: {'ok'} | {'unknown_pool'} | {'unknown_worker'}.
+-- Reply: {'ok'} | {'unknown_pool'} | {'layout_mismatch', found layout} | {'unknown_worker'}.
 -- Complexity: O(W) + bounded reclamation.
+bind(KEYS)
 local now, wid = tonumber(ARGV[1]), ARGV[2]
-if redis.call('EXISTS', K_CFG) == 0 then return {'unknown_pool'} end
+local refused = pool_check()
+if refused then return refused end
 local wp = redis.call('HGET', K_WK, wid)
 if not wp then return {'unknown_worker'} end
 local w = cmsgpack.unpack(wp)
-for r = 1, w[2] do
-  local rid = w[6][r]
-  redis.call('RPUSH', K_DEAD, w[7][r])
+for r = 1, w[W.DP] do
+  local rid = w[W.RIDS][r]
+  redis.call('RPUSH', K_DEAD, w[W.SLOTS][r])
   redis.call('HDEL', K_FENCE, 'e' .. rid, 'i' .. rid, 'g' .. rid)
 end
 redis.call('HDEL', K_WK, wid)

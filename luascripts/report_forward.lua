@@ -4,13 +4,14 @@
 -- KEYS: the pool's key list (see lib.lua; health lives in hc and hu).
 -- ARGV: [1] now, ms  [2] worker id  [3] ok: '1' (the forward succeeded) | '0' (it failed: 5xx, timeout,
 --       connect failure)  [4] back-off cap, a multiple of unhealthy_backoff_ms (statestore.MaxBackoffFactor).
--- Reply: {'unknown_pool'} | {'unknown_worker'}
+-- Reply: {'unknown_pool'} | {'layout_mismatch', found layout} | {'unknown_worker'}
 --   | {'ok', consecutive_failures, unhealthy_until_ms, probe_until_ms, backoff_ms, unhealthy_after}
 --   (times in ms, 0 = unset; unhealthy_after is the pool's knob, for the state the caller derives).
 -- Complexity: O(1): one HEXISTS, at most one HINCRBY/HDEL on hc and one HGET/HSET/HDEL on hu.
+bind(KEYS)
 local now, wid, ok, capf = tonumber(ARGV[1]), ARGV[2], ARGV[3] == '1', tonumber(ARGV[4])
-local cfg = cfg_get()
-if not cfg then return {'unknown_pool'} end
+local cfg, refused = cfg_get()
+if not cfg then return refused end
 if redis.call('HEXISTS', K_WK, wid) == 0 then return {'unknown_worker'} end
 if ok then
   -- A success resets the worker to healthy, whatever its state.

@@ -2,7 +2,7 @@
 -- the event and soft layers), cost, pick, and book (load, lease, session, approximate/predicted entries).
 -- The arithmetic mirrors statestore/selection.go operation by operation (same IEEE double results).
 --
--- KEYS: the pool's key list (see lib.lua).
+-- KEYS: the pool's key list (see lib.lua; the body starts with bind(KEYS)).
 -- ARGV: [1] mode: 'route' | 'explain' (books nothing) | 'query' (overlap scores only, changes nothing)
 --       [2] now, ms  [3] request id  [4] sequence hashes, 8 bytes each, concatenated (D blocks)
 --       [5] isl, tokens  [6] session id ('' none)  [7] pinned worker ('' none)  [8] random r in [0,1)
@@ -13,7 +13,7 @@
 -- workers marked unhealthy, so it is empty in a healthy pool); a marked worker in its window or being probed
 -- is filtered 'unhealthy'; booking a half-open worker starts its probe (one HSET).
 -- Reply (fractions as %.17g strings, never Lua numbers):
---   {'unknown_pool'} | {'invalid'} (isl/blocks outside the pool's limits) | {'conflict'} (lease exists)
+--   {'unknown_pool'} | {'layout_mismatch', found layout} | {'invalid'} (isl/blocks outside the pool's limits) | {'conflict'} (lease exists)
 --   | {'noelig', reason, count, ...}
 --   | {'ok', worker_id, dp_rank, url, overlap_blocks, required_blocks, cost, session_hit 0|1}
 --   | {'explain', required_blocks, chosen (0-based, -1 none), session_hit, {reason, count, ...},
@@ -27,10 +27,11 @@
 -- probed positions; without filters the candidate loops read the loads column only and skip the credit
 -- arithmetic of ranks without overlap; booking soft entries: one HSETNX per new position (HGET + HSET where
 -- one exists) and one ZADD per 512 positions.
+bind(KEYS)
 local mode, now, reqid, seqs = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local isl, session, pinned, rnd = tonumber(ARGV[5]), ARGV[6], ARGV[7], tonumber(ARGV[8])
-local cfg = cfg_get()
-if not cfg then return {'unknown_pool'} end
+local cfg, refused = cfg_get()
+if not cfg then return refused end
 local D = #seqs / 8
 local nsx = nil   -- ZCARD of sx before reclamation (nil: not read); 0 means no soft entries at all
 if mode ~= 'query' then
@@ -44,9 +45,8 @@ end
 
 local RO = ros()
 local N = RO.n
-local SL = rslots()   -- candidate -> slot
-local live = {}       -- slot -> roster index
-for i = 1, N do live[SL[i]] = i end
+local SL = rslots()   -- candidate -> slot (read-only: memoized with the roster)
+local live = rlive()  -- slot -> roster index (likewise)
 local orph = {}
 do
   local kv = redis.call('HGETALL', K_ORPH)
@@ -205,7 +205,8 @@ if mode == 'query' then
 end
 
 -- Knobs with the request's overrides (from here on cfg holds the effective values).
-local nexta = cfg_override(cfg, 9)   -- ARGV index of the allowed worker count
+local nexta   -- ARGV index of the allowed worker count
+cfg, nexta = cfg_override(cfg, ARGV, 9)
 local osc, hw, dw, pls = cfg.osc, cfg.hw, cfg.dw, cfg.pls
 local decay_d, rw, temp, bpf, bdf = cfg.decay, cfg.rw, cfg.temp, cfg.bpf, cfg.bdf
 local bs = cfg.bs
@@ -230,8 +231,8 @@ if N > 0 then
   if #lvs == 24 * N then LV = bulk_unpack(lvs, 1, N, 'ddd', 3, 0) end
 end
 if not LV then LV = {}; for j = 1, 3 * N do LV[j] = 0 end end
-local MN = (bpf > 0) and rcol(12, 'd', 8) or nil
-local TK = (bdf > 0) and rcol(20, 'd', 8) or nil
+local MN = (bpf > 0) and rcol(ROFF.MNBT, 'd', 8) or nil
+local TK = (bdf > 0) and rcol(ROFF.TKV, 'd', 8) or nil
 local excluded = nil
 local nx = tonumber(ARGV[nexta + 1 + na])
 if nx > 0 then
@@ -261,7 +262,8 @@ local CREASON = nil
 local reasons, rorder = {}, {}
 local minPrefill, anyEligible = 0, false
 if not widf and not MN and not TK then
-  for i = 1, N do
+  -- minPrefill feeds only the credit decay: skip the pass without it.
+  for i = 1, decay_d > 0 and N or 0 do
     local p = LV[3 * i - 2]
     if not anyEligible or p < minPrefill then minPrefill, anyEligible = p, true end
   end
@@ -292,10 +294,8 @@ for i = 1, CREASON and N or 0 do
   CREASON[i] = reason
 end
 local function creason(i) return CREASON and CREASON[i] or '' end
--- Cost (selection.go Cost), same operation order.
-local CCOST, CCRED = {}, {}
-local costs, idx, nc = {}, {}, 0
-for i = 1, N do
+-- cost_of: candidate i's cost and credit (selection.go Cost), same operation order.
+local function cost_of(i)
   local p = LV[3 * i - 2]
   local o = OV[SL[i]]
   local credit, prefill = 0, (p + isl) / bs
@@ -312,9 +312,31 @@ for i = 1, N do
   end
   -- (no overlap: credit = osc·decay·0 + hw·0 + dw·0 = +0 exactly (knobs are finite, >= 0), raw - 0 = raw)
   if prefill < 0 then prefill = 0 end
-  local cost = pls * prefill + (LV[3 * i - 1] + required) + rw * LV[3 * i]
-  CCOST[i], CCRED[i] = cost, credit
-  if not CREASON or CREASON[i] == '' then nc = nc + 1; costs[nc] = cost; idx[nc] = i end
+  return pls * prefill + (LV[3 * i - 1] + required) + rw * LV[3 * i], credit
+end
+-- costs: the eligible candidates' costs. With temperature <= 0 (and not explaining) one pass keeps only
+-- the minimum and its ties in roster order (TIES), which is all pick's rule floor(r·k) reads; otherwise
+-- every eligible cost goes to COSTS/CIDX for the softmax (and CCOST/CCRED keep every candidate's terms for
+-- explain).
+local COSTS, CIDX, TIES, CMIN = {}, {}, nil, nil
+local CCOST, CCRED = nil, nil
+if mode == 'explain' or temp > 0 then
+  CCOST, CCRED = {}, {}
+  local nc = 0
+  for i = 1, N do
+    local cost, credit = cost_of(i)
+    CCOST[i], CCRED[i] = cost, credit
+    if not CREASON or CREASON[i] == '' then nc = nc + 1; COSTS[nc] = cost; CIDX[nc] = i end
+  end
+else
+  TIES = {}
+  for i = 1, N do
+    if not CREASON or CREASON[i] == '' then
+      local cost = cost_of(i)
+      if not CMIN or cost < CMIN then CMIN = cost; TIES = {i}
+      elseif cost == CMIN then TIES[#TIES + 1] = i end
+    end
+  end
 end
 -- Session affinity.
 local chosen, shit = -1, false
@@ -323,8 +345,8 @@ if cfg.sttl > 0 and session ~= '' then
   local sp = redis.call('HGET', K_SS, session)
   if sp then
     local s = cmsgpack.unpack(sp)
-    local ri = rid_index(s[1])
-    if not ri or not is_live(rwid(ri)) or (s[4] == 0 and now >= s[5] + cfg.sttl) then
+    local ri = rid_index(s[S.RID])
+    if not ri or not is_live(rwid(ri)) or (s[S.ACTIVE] == 0 and now >= s[S.IDLE] + cfg.sttl) then
       sdel = true
     elseif creason(ri) == '' then
       chosen, shit = ri, true
@@ -395,7 +417,19 @@ local function pick(cs, T, r)
   end
   return n
 end
-if chosen < 0 and #costs > 0 then chosen = idx[pick(costs, temp, rnd)] end
+if chosen < 0 then
+  if TIES then
+    -- pick's temperature-0 rule on the ties alone: the floor(r·k)-th of the k minima (clamped).
+    local k = #TIES
+    if k > 0 then
+      local want = math.floor(rnd * k)
+      if want >= k then want = k - 1 end
+      chosen = TIES[want + 1]
+    end
+  elseif #COSTS > 0 then
+    chosen = CIDX[pick(COSTS, temp, rnd)]
+  end
+end
 if sdel then
   redis.call('HDEL', K_SS, session)
   redis.call('ZREM', K_SY, session)
@@ -440,19 +474,19 @@ if cfg.sttl > 0 and session ~= '' then
       redis.call('HINCRBY', K_SC, 'sover', 1) -- over the cap: route without a binding, counted
     else
       local g = redis.call('HINCRBY', K_SC, 'sgen', 1)
-      s = {rid, cwid, g, 0, 0}
+      s = {rid, cwid, g, 0, 0}   -- S_* order: rank id, worker id, generation, active, idle since
     end
   else
     s = cmsgpack.unpack(redis.call('HGET', K_SS, session))
-    if s[4] == 0 then redis.call('ZREM', K_SY, session) end
+    if s[S.ACTIVE] == 0 then redis.call('ZREM', K_SY, session) end
   end
   if s then
-    s[4] = s[4] + 1
+    s[S.ACTIVE] = s[S.ACTIVE] + 1
     redis.call('HSET', K_SS, session, cmsgpack.pack(s))
-    lsess, lgen = session, s[3]
+    lsess, lgen = session, s[S.GEN]
   end
 end
-redis.call('HSET', K_LS, reqid, cmsgpack.pack({rid, booked, required, expiry, lsess, lgen}))
+redis.call('HSET', K_LS, reqid, cmsgpack.pack({rid, booked, required, expiry, lsess, lgen}))   -- L_* order
 redis.call('ZADD', K_LX, expiry, reqid)
 local ttl = cfg.pttl
 local kve = ckve
@@ -489,4 +523,4 @@ if ttl > 0 and D > 0 then
   end
   if #zargs > 0 then redis.call('ZADD', K_SX, unpack(zargs)) end
 end
-return {'ok', cwid, crank, curl, depth, required, f17(CCOST[chosen]), shit and 1 or 0}
+return {'ok', cwid, crank, curl, depth, required, f17((cost_of(chosen))), shit and 1 or 0}

@@ -43,7 +43,7 @@ func TestLargeHTTPEvent(t *testing.T) {
 		}
 		total := 0
 		for _, line := range strings.Split(info, "\n") {
-			for _, cmd := range []string{"cmdstat_evalsha:", "cmdstat_eval:"} {
+			for _, cmd := range []string{"cmdstat_fcall:", "cmdstat_fcall_ro:", "cmdstat_evalsha:", "cmdstat_eval:"} {
 				if rest, ok := strings.CutPrefix(strings.TrimSpace(line), cmd+"calls="); ok {
 					v, _ := strconv.Atoi(strings.SplitN(rest, ",", 2)[0])
 					total += v

@@ -76,6 +76,8 @@ func ErrorCode(err error) string {
 		return "unknown_pool"
 	case errors.Is(err, ErrUnknownWorker):
 		return "unknown_worker"
+	case errors.Is(err, ErrLayoutMismatch):
+		return "layout_mismatch"
 	case errors.Is(err, ErrConflict):
 		return "conflict"
 	case errors.Is(err, ErrNoEligibleWorker):
@@ -87,3 +89,23 @@ func ErrorCode(err error) string {
 	}
 	return "internal"
 }
+
+// ErrLayoutMismatch: the pool was written by another key-layout version (SPEC §8); HTTP 409
+// layout_mismatch. Errors carrying it are *LayoutMismatchError.
+var ErrLayoutMismatch = errors.New("layout mismatch")
+
+// LayoutMismatchError names both layout versions and the fix. It wraps ErrLayoutMismatch and
+// ErrConflict (so the HTTP layer answers 409).
+type LayoutMismatchError struct {
+	Pool  string
+	Found string // the pool's recorded version ("1": none recorded, written before versions existed)
+	Want  string // this router's version (luascripts.Layout)
+}
+
+func (e *LayoutMismatchError) Error() string {
+	return fmt.Sprintf("pool %q was written by key layout %s; this router reads layout %s: run `kvrouter pool migrate %s --store URL` "+
+		"(keeps the index where a conversion exists) or `kvrouter pool recreate %s --store URL` (drops the pool's state; workers "+
+		"re-register and events refill the index), or run a router of layout %s", e.Pool, e.Found, e.Want, e.Pool, e.Pool, e.Found)
+}
+
+func (e *LayoutMismatchError) Unwrap() []error { return []error{ErrLayoutMismatch, ErrConflict} }

@@ -3,6 +3,8 @@ package statestore
 import (
 	"context"
 	"fmt"
+
+	"github.com/kvrouter/kvrouter/luascripts"
 )
 
 // Worker health (SPEC §7.2 "Retries and health"). The rules, shared by both stores (report_forward.lua
@@ -118,7 +120,7 @@ func (r *Redis) ReportForward(ctx context.Context, pool, workerID string, ok boo
 	if ok {
 		okArg = "1"
 	}
-	arr, err := r.exec(ctx, "report_forward", pool, []string{istr(nowMs), workerID, okArg, istr(MaxBackoffFactor)})
+	arr, err := r.exec(ctx, luascripts.ReportForward, pool, []string{istr(nowMs), workerID, okArg, istr(MaxBackoffFactor)})
 	if err != nil {
 		return WorkerHealth{}, err
 	}

@@ -146,11 +146,14 @@ func TestKnobsGoLuaAgree(t *testing.T) {
 	args := routeArgs("route", &req)
 	body := `
 local function f17(x) return string.format('%.17g', x) end
+bind(KEYS)
 local cfg = cfg_get()
-local pool, eff = {}, {}
+local pool, eff, after = {}, {}, {}
 for i, f in ipairs(CFG_FIELDS) do pool[i] = f17(cfg[f]) end
-local nexta = cfg_override(cfg, 9)
-for i, f in ipairs(CFG_FIELDS) do eff[i] = f17(cfg[f]) end
+local ecfg, nexta = cfg_override(cfg, ARGV, 9)
+for i, f in ipairs(CFG_FIELDS) do eff[i] = f17(ecfg[f]) end
+for i, f in ipairs(CFG_FIELDS) do after[i] = f17(cfg[f]) end
+if table.concat(after, ',') ~= table.concat(pool, ',') then return redis.error_reply('cfg_override wrote the pool knobs (a memoized table)') end
 local meta, reasons = knobs_meta()
 local m = {}
 for i, k in ipairs(meta) do m[i] = table.concat({k[1], k[2], k[3], f17(k[4]), f17(k[5]), f17(k[6]), k[7]}, '|') end

@@ -14,22 +14,21 @@ import (
 	"github.com/kvrouter/kvrouter/luascripts"
 )
 
-// Redis is the shared Store: all state in Redis (standalone or cluster), every operation one Lua script
-// call on one pool's hash-tagged keys (SPEC §8). It makes the same decisions as Memory for the same
-// inputs: route.lua mirrors selection.go operation by operation, and the jump search of
+// Redis is the shared Store: all state in Redis (standalone or cluster), every operation one call of a
+// Redis Function on one pool's hash-tagged keys (SPEC §8). It makes the same decisions as Memory for the
+// same inputs: route.lua mirrors selection.go operation by operation, and the jump search of
 // memory_overlap.go.
 //
-// Scripts run with EVALSHA through rueidis.NewLuaScript: the client falls back to EVAL (which also
-// caches the script) on NOSCRIPT, so a restarted or failed-over Redis recovers by itself on the next
-// call. Scripts that book are never sent as retryable commands (a retry after a lost reply could book
-// twice). FUNCTION/FCALL would survive restarts and reach replicas, but needs a separate load step and
-// version management; EVALSHA needs neither and costs the same per call.
+// The operations are one Functions library per key layout (luascripts.Library, kvrouter_v<layout>),
+// loaded on first use and again whenever a node answers "Function not found" (a restarted Redis without
+// persistence, a failover to a node that never had it); see redis_functions.go.
 type Redis struct {
-	c       rueidis.Client
-	name    string
-	prefix  string
-	scripts map[string]*rueidis.Lua
-	limits  Limits
+	c      rueidis.Client
+	name   string
+	prefix string
+	lib    string       // the Functions library source (FUNCTION LOAD REPLACE)
+	route  *rueidis.Lua // RedisOptions.RouteScript as an EVALSHA script; nil = the library's route
+	limits Limits
 }
 
 // RedisOptions configure NewRedis.
@@ -38,8 +37,9 @@ type RedisOptions struct {
 	Name string
 	// Prefix is prepended to every key (a namespace; must not contain '{' or '}'). Default "kvr:".
 	Prefix string
-	// RouteScript replaces the embedded route script's source (library included, as luascripts.Source
-	// builds it): `kvrouter bench route --route-script` times variants of it. Default "" = the embedded.
+	// RouteScript replaces the embedded route operation by a plain script (lib included, as
+	// luascripts.Source builds it) sent with EVALSHA: `kvrouter bench route --route-script` times
+	// variants of it. Default "" = the library's route function.
 	RouteScript string
 	// Limits on pools and workers (SPEC §7.3). Default: Limits' defaults.
 	Limits Limits
@@ -67,20 +67,13 @@ func NewRedis(c rueidis.Client, opts RedisOptions) (*Redis, error) {
 	if err := opts.Limits.Validate(); err != nil {
 		return nil, err
 	}
-	r := &Redis{c: c, name: opts.Name, prefix: opts.Prefix, scripts: map[string]*rueidis.Lua{}, limits: opts.Limits}
-	for _, n := range luascripts.Names {
-		src, err := luascripts.Source(n)
-		if err != nil {
-			return nil, err
-		}
-		if n == "route" && opts.RouteScript != "" {
-			src = opts.RouteScript
-		}
-		if n == "resolve_parents" {
-			r.scripts[n] = rueidis.NewLuaScriptReadOnly(src)
-		} else {
-			r.scripts[n] = rueidis.NewLuaScript(src)
-		}
+	lib, err := luascripts.Library()
+	if err != nil {
+		return nil, err
+	}
+	r := &Redis{c: c, name: opts.Name, prefix: opts.Prefix, lib: lib, limits: opts.Limits}
+	if opts.RouteScript != "" {
+		r.route = rueidis.NewLuaScript(opts.RouteScript)
 	}
 	return r, nil
 }
@@ -145,26 +138,6 @@ func (r *Redis) wrap(op string, err error) error {
 	return fmt.Errorf("%w: %s: %s: %v", ErrUnavailable, r.name, op, err)
 }
 
-// idempotentScripts may run twice with the same effect: after a Redis restart or failover a pooled
-// connection can fail the first command sent on it (EOF) although the server is back, so these are
-// retried once on a connection error. Scripts that book or count (route, apply_events, lease,
-// remove_worker) are never retried: a lost reply may hide an applied call.
-var idempotentScripts = map[string]bool{"put_pool": true, "put_worker": true, "resolve_parents": true, "workers": true}
-
-func (r *Redis) exec(ctx context.Context, script, pool string, args []string) ([]rueidis.RedisMessage, error) {
-	arr, err := r.scripts[script].Exec(ctx, r.c, PoolKeys(r.prefix, pool), args).ToArray()
-	if err != nil && idempotentScripts[script] && isConnError(err) && ctx.Err() == nil {
-		arr, err = r.scripts[script].Exec(ctx, r.c, PoolKeys(r.prefix, pool), args).ToArray()
-	}
-	if err != nil {
-		return nil, r.wrap(script, err)
-	}
-	if len(arr) == 0 {
-		return nil, fmt.Errorf("statestore: redis %s: empty reply", script)
-	}
-	return arr, nil
-}
-
 func msgStr(m rueidis.RedisMessage) string { s, _ := m.ToString(); return s }
 func msgInt(m rueidis.RedisMessage) int64 {
 	if v, err := m.AsInt64(); err == nil {
@@ -199,7 +172,7 @@ func (r *Redis) PutPool(ctx context.Context, pool string, cfg PoolConfig) error 
 	if err := r.checkPoolLimit(ctx, pool); err != nil {
 		return err
 	}
-	arr, err := r.exec(ctx, "put_pool", pool, args)
+	arr, err := r.exec(ctx, luascripts.PutPool, pool, args)
 	if err != nil {
 		return err
 	}
@@ -231,21 +204,38 @@ func (r *Redis) checkPoolLimit(ctx context.Context, pool string) error {
 	return nil
 }
 
-// GetPool implements Store.
+// GetPool implements Store. A pool written by another key layout is a *LayoutMismatchError.
 func (r *Redis) GetPool(ctx context.Context, pool string) (PoolConfig, error) {
+	cfg, layout, err := r.readPoolConfig(ctx, pool)
+	if err != nil {
+		return PoolConfig{}, err
+	}
+	if layout != strconv.Itoa(luascripts.Layout) {
+		return PoolConfig{}, &LayoutMismatchError{Pool: pool, Found: layout, Want: strconv.Itoa(luascripts.Layout)}
+	}
+	return cfg, nil
+}
+
+// readPoolConfig reads a pool's knobs whatever its layout (cfg's string fields have not changed since
+// layout 1) and the layout it records ("1" when none).
+func (r *Redis) readPoolConfig(ctx context.Context, pool string) (PoolConfig, string, error) {
 	m, err := r.c.Do(ctx, r.c.B().Hgetall().Key(PoolKeys(r.prefix, pool)[0]).Build()).AsStrMap()
 	if err != nil {
-		return PoolConfig{}, r.wrap("get_pool", err)
+		return PoolConfig{}, "", r.wrap("get_pool", err)
 	}
 	if len(m) == 0 {
-		return PoolConfig{}, unknownPool(pool)
+		return PoolConfig{}, "", unknownPool(pool)
+	}
+	layout := m["layout"]
+	if layout == "" {
+		layout = "1"
 	}
 	cfg := PoolConfig{Models: decodeModels(m["models"]), Tokenizer: m["tok"], ChatTemplate: m["tpl"], Tokenize: m["tokm"]}
 	cfg.ImageTokenID, _ = strconv.ParseInt(m["itok"], 10, 64)
 	for _, k := range knobTable {
 		k.decode(&cfg, m[k.Short])
 	}
-	return cfg, nil
+	return cfg, layout, nil
 }
 
 // gatewayFields are the pool hash's string fields for the gateway settings (never read by Lua: they
@@ -315,7 +305,7 @@ func (r *Redis) PutWorker(ctx context.Context, pool string, spec WorkerSpec, now
 			kve = "1"
 		}
 	}
-	arr, err := r.exec(ctx, "put_worker", pool, []string{istr(now), spec.WorkerID, spec.URL, strconv.Itoa(spec.dpSize()),
+	arr, err := r.exec(ctx, luascripts.PutWorker, pool, []string{istr(now), spec.WorkerID, spec.URL, strconv.Itoa(spec.dpSize()),
 		istr(spec.TotalKVBlocks), istr(spec.MaxNumBatchedTokens), kve, strconv.Itoa(r.limits.maxWorkers())})
 	if err != nil {
 		return err
@@ -331,7 +321,7 @@ func (r *Redis) PutWorker(ctx context.Context, pool string, spec WorkerSpec, now
 
 // RemoveWorker implements Store.
 func (r *Redis) RemoveWorker(ctx context.Context, pool, workerID string, now int64) error {
-	arr, err := r.exec(ctx, "remove_worker", pool, []string{istr(now), workerID})
+	arr, err := r.exec(ctx, luascripts.RemoveWorker, pool, []string{istr(now), workerID})
 	if err != nil {
 		return err
 	}
@@ -346,7 +336,7 @@ func (r *Redis) RemoveWorker(ctx context.Context, pool, workerID string, now int
 
 // Workers implements Store.
 func (r *Redis) Workers(ctx context.Context, pool string, now int64) ([]WorkerInfo, error) {
-	arr, err := r.exec(ctx, "workers", pool, []string{istr(now)})
+	arr, err := r.exec(ctx, luascripts.Workers, pool, []string{istr(now)})
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,8 @@ import (
 	"strconv"
 
 	"github.com/kvrouter/kvrouter/blockhash"
+
+	"github.com/kvrouter/kvrouter/luascripts"
 )
 
 // Event application in Redis. Lua cannot compute XXH3, so sequence hashes are computed in Go:
@@ -128,7 +130,7 @@ func (r *Redis) applyRun(ctx context.Context, b EventBatch, events []Event) (App
 		if err != nil {
 			return res, err
 		}
-		arr, err := r.exec(ctx, "apply_events", b.Pool, args)
+		arr, err := r.exec(ctx, luascripts.ApplyEvents, b.Pool, args)
 		if err != nil {
 			return res, err
 		}
@@ -180,7 +182,7 @@ func (r *Redis) applyArgs(ctx context.Context, b EventBatch, chunk []Event) ([]s
 		for _, k := range need {
 			args = append(args, strconv.Itoa(k.rank), u64s(k.engine))
 		}
-		arr, err := r.exec(ctx, "resolve_parents", b.Pool, args)
+		arr, err := r.exec(ctx, luascripts.ResolveParents, b.Pool, args)
 		if err != nil {
 			return nil, err
 		}

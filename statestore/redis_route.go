@@ -8,6 +8,8 @@ import (
 	"strconv"
 
 	"github.com/redis/rueidis"
+
+	"github.com/kvrouter/kvrouter/luascripts"
 )
 
 func seqBlob(seq []uint64) string {
@@ -79,7 +81,7 @@ func (r *Redis) Route(ctx context.Context, req RouteRequest) (Decision, error) {
 	if err := r.preValidate(ctx, &req); err != nil {
 		return Decision{}, err
 	}
-	arr, err := r.exec(ctx, "route", req.Pool, routeArgs("route", &req))
+	arr, err := r.exec(ctx, luascripts.Route, req.Pool, routeArgs("route", &req))
 	if err != nil {
 		return Decision{}, err
 	}
@@ -107,7 +109,7 @@ func (r *Redis) Explain(ctx context.Context, req RouteRequest) (Explanation, err
 	if err := r.preValidate(ctx, &req); err != nil {
 		return Explanation{}, err
 	}
-	arr, err := r.exec(ctx, "route", req.Pool, routeArgs("explain", &req))
+	arr, err := r.exec(ctx, luascripts.Route, req.Pool, routeArgs("explain", &req))
 	if err != nil {
 		return Explanation{}, err
 	}
@@ -162,7 +164,7 @@ func (r *Redis) Explain(ctx context.Context, req RouteRequest) (Explanation, err
 // Overlap implements Store.
 func (r *Redis) Overlap(ctx context.Context, pool string, seq []uint64, now int64) ([]Score, error) {
 	req := RouteRequest{Pool: pool, SeqHashes: seq, NowMs: now}
-	arr, err := r.exec(ctx, "route", pool, routeArgs("query", &req))
+	arr, err := r.exec(ctx, luascripts.Route, pool, routeArgs("query", &req))
 	if err != nil {
 		return nil, err
 	}
@@ -186,7 +188,7 @@ func (r *Redis) lease(ctx context.Context, op, pool, id string, now int64) (bool
 		}
 	}
 	for _, p := range pools {
-		arr, err := r.exec(ctx, "lease", p, []string{op, istr(now), id})
+		arr, err := r.exec(ctx, luascripts.Lease, p, []string{op, istr(now), id})
 		if err != nil {
 			return false, err
 		}

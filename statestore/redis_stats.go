@@ -170,18 +170,6 @@ func (r *Redis) DropNamespace(ctx context.Context) (int, error) {
 	return deleted, nil
 }
 
-// globEscape escapes SCAN MATCH metacharacters so a prefix matches itself literally.
-func globEscape(s string) string {
-	var b strings.Builder
-	for _, c := range s {
-		if strings.ContainsRune(`*?[]\`, c) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
-}
-
 // SlowlogMark is the newest SLOWLOG entry id per node at one moment (-1: an empty log).
 type SlowlogMark map[string]int64
 

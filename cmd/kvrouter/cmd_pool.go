@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kvrouter/kvrouter/luascripts"
 	"github.com/kvrouter/kvrouter/statestore"
 )
 
@@ -14,12 +15,12 @@ import (
 var poolCommands = map[string]command{
 	"list":     {name: "list", summary: "every pool of the store: name, knobs, worker count", run: runPoolList},
 	"show":     {name: "show", summary: "one pool: knobs and every worker with its ranks' loads and cached blocks", run: runPoolShow},
-	"migrate":  {name: "migrate", summary: "(not yet) rewrite a pool written by another key-layout version", run: runPoolNotYet("migrate")},
-	"recreate": {name: "recreate", summary: "(not yet) drop and re-declare a pool written by another key-layout version", run: runPoolNotYet("recreate")},
+	"migrate":  {name: "migrate", summary: "convert a pool written by the previous key layout to this one, in place (bounded steps)", run: runPoolMigrate},
+	"recreate": {name: "recreate", summary: "drop a pool's keys (any layout) and declare it again with its knobs; workers re-register, events refill the index", run: runPoolRecreate},
 }
 
 func init() {
-	register(command{name: "pool", summary: "pool administration against --store: list, show (migrate, recreate: not yet)", run: runPool})
+	register(command{name: "pool", summary: "pool administration against --store: list, show, migrate, recreate", run: runPool})
 }
 
 func runPool(ctx context.Context, args []string) error {
@@ -34,6 +35,7 @@ var errPoolMemory = errors.New("--store memory: a new embedded store is always e
 func poolStore(fs *flag.FlagSet, args []string, nargs int) (statestore.Store, error) {
 	storeURL := storeFlag(fs)
 	timeout := fs.Duration("timeout", 10*time.Second, "bound on the store calls")
+	prefix := fs.String("prefix", "", "Redis key prefix of the namespace (default kvr:, the serve default)")
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
 	}
@@ -47,7 +49,7 @@ func poolStore(fs *flag.FlagSet, args []string, nargs int) (statestore.Store, er
 	if *storeURL == "" || *storeURL == "memory" {
 		return nil, errPoolMemory
 	}
-	return openStore(*storeURL, storeOptions{})
+	return openStore(*storeURL, storeOptions{prefix: *prefix})
 }
 
 func runPoolList(ctx context.Context, args []string) error {
@@ -93,16 +95,40 @@ func runPoolShow(ctx context.Context, args []string) error {
 	}{name, cfg, ws})
 }
 
-// runPoolNotYet answers the actions that need the key-layout version (SPEC §8), which the store does not
-// record yet: a clear refusal, not a stub that pretends.
-func runPoolNotYet(action string) func(context.Context, []string) error {
-	return func(_ context.Context, args []string) error {
-		fs := newFlagSet("pool "+action, "pool "+action+" NAME --store redis://host:port")
-		storeFlag(fs)
-		if err := parseFlags(fs, args); err != nil {
-			return err
-		}
-		return fmt.Errorf("not yet: pool %s needs the key-layout version that every pool records (SPEC §8 \"Layout version\"), "+
-			"which the store does not write yet; it comes with the layout-version work (issue 10)", action)
+// layoutAdmin is the Redis store's key-layout administration (statestore/redis_layout.go).
+type layoutAdmin interface {
+	MigratePool(ctx context.Context, pool string) (string, error)
+	RecreatePool(ctx context.Context, pool string) (string, error)
+}
+
+// runLayoutAction runs `pool migrate|recreate NAME` and prints {pool, from_layout, layout}.
+func runLayoutAction(ctx context.Context, action string, args []string, do func(layoutAdmin, context.Context, string) (string, error)) error {
+	fs := newFlagSet("pool "+action, "pool "+action+" NAME --store redis://host:port [--prefix P]")
+	st, err := poolStore(fs, args, 1)
+	if err != nil {
+		return err
 	}
+	defer st.Close()
+	adm, ok := st.(layoutAdmin)
+	if !ok {
+		return fmt.Errorf("pool %s: store %s has no key layout", action, st.Name())
+	}
+	name := fs.Arg(0)
+	from, err := do(adm, ctx, name)
+	if err != nil {
+		return fmt.Errorf("pool %s %q: %w", action, name, err)
+	}
+	return printJSON(struct {
+		Pool       string `json:"pool"`
+		FromLayout string `json:"from_layout"`
+		Layout     int    `json:"layout"`
+	}{name, from, luascripts.Layout})
+}
+
+func runPoolMigrate(ctx context.Context, args []string) error {
+	return runLayoutAction(ctx, "migrate", args, layoutAdmin.MigratePool)
+}
+
+func runPoolRecreate(ctx context.Context, args []string) error {
+	return runLayoutAction(ctx, "recreate", args, layoutAdmin.RecreatePool)
 }

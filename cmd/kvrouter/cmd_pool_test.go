@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kvrouter/kvrouter/internal/testredis"
 	"github.com/kvrouter/kvrouter/statestore"
@@ -51,23 +53,49 @@ func TestPoolListShow(t *testing.T) {
 	}
 }
 
-// TestPoolMemoryAndNotYet: against the embedded store the pool actions say why they cannot help;
-// migrate and recreate refuse clearly instead of pretending.
-func TestPoolMemoryAndNotYet(t *testing.T) {
+// TestPoolMemory: against the embedded store the pool actions say why they cannot help.
+func TestPoolMemory(t *testing.T) {
 	ctx := context.Background()
-	for _, action := range []string{"list", "show"} {
+	for _, action := range []string{"list", "show", "migrate", "recreate"} {
 		args := []string{"--store", "memory"}
-		if action == "show" {
+		if action != "list" {
 			args = append(args, "default")
 		}
 		if err := poolCommands[action].run(ctx, args); err == nil || !strings.Contains(err.Error(), "always empty") {
 			t.Errorf("pool %s --store memory: %v", action, err)
 		}
 	}
+}
+
+// TestPoolMigrateRecreate: `pool migrate` and `pool recreate` on a pool whose cfg records no layout (as
+// layout 1 left it; statestore's TestRedisLayout* cover the store side) print the layouts and fix it.
+func TestPoolMigrateRecreate(t *testing.T) {
+	srv := testredis.Start(t)
+	url := srv.URL()
+	ctx := context.Background()
+	st, err := statestore.Open(url, statestore.OpenOptions{Prefix: "pm:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
 	for _, action := range []string{"migrate", "recreate"} {
-		err := poolCommands[action].run(ctx, []string{"default", "--store", "redis://127.0.0.1:1"})
-		if err == nil || !strings.Contains(err.Error(), "not yet") || !strings.Contains(err.Error(), "layout") {
-			t.Errorf("pool %s: %v", action, err)
+		if err := st.PutPool(ctx, "chat", statestore.DefaultPoolConfig(32)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := srv.Do(5*time.Second, "HDEL", statestore.PoolKeys("pm:", "chat")[0], "layout"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.GetPool(ctx, "chat"); !errors.Is(err, statestore.ErrLayoutMismatch) {
+			t.Fatalf("before %s: %v", action, err)
+		}
+		out := capture(t, func() error {
+			return poolCommands[action].run(ctx, []string{"chat", "--store", url, "--prefix", "pm:"})
+		})
+		if !strings.Contains(out, `"from_layout": "1"`) || !strings.Contains(out, `"layout": 2`) {
+			t.Errorf("pool %s: %s", action, out)
+		}
+		if cfg, err := st.GetPool(ctx, "chat"); err != nil || cfg.BlockSize != 32 {
+			t.Errorf("after %s: %+v, %v", action, cfg, err)
 		}
 	}
 }

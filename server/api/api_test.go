@@ -204,10 +204,16 @@ func TestEventsPartial(t *testing.T) {
 func TestStatusMapping(t *testing.T) {
 	for err, want := range map[error]int{statestore.ErrInvalid: 400, statestore.ErrUnknownPool: 404, statestore.ErrUnknownWorker: 404,
 		statestore.ErrConflict: 409, statestore.ErrNoEligibleWorker: 503, statestore.ErrUnavailable: 503,
-		&statestore.NoEligibleError{Pool: "p"}: 503, context.DeadlineExceeded: 503, context.Canceled: 500} {
+		&statestore.NoEligibleError{Pool: "p"}: 503, context.DeadlineExceeded: 503, context.Canceled: 500,
+		&statestore.LayoutMismatchError{Pool: "p", Found: "1", Want: "2"}: 409} {
 		if got := Status(err); got != want {
 			t.Errorf("Status(%v) = %d, want %d", err, got, want)
 		}
+	}
+	// A pool of another key layout (SPEC §8): 409 layout_mismatch naming both versions and the fix.
+	r := (&API{}).fromError(fmt.Errorf("route: %w", &statestore.LayoutMismatchError{Pool: "p", Found: "1", Want: "2"}))
+	if r.Status != 409 || !strings.Contains(string(r.Body), `"code":"layout_mismatch"`) || !strings.Contains(string(r.Body), "pool migrate p") {
+		t.Errorf("layout mismatch: %d %s", r.Status, r.Body)
 	}
 }
 
