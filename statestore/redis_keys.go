@@ -32,16 +32,3 @@ func PoolKeys(prefix, pool string) []string {
 func PoolsKey(prefix string) string { return prefix + "pools" }
 
 func validPrefix(p string) bool { return !strings.ContainsAny(p, "{}") }
-
-// globEscape quotes SCAN MATCH's metacharacters, so a key prefix (user-chosen) matches itself literally
-// (the hex pool tag has none).
-func globEscape(s string) string {
-	var b strings.Builder
-	for _, c := range s {
-		if strings.ContainsRune(`*?[]\`, c) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
-}

@@ -334,3 +334,17 @@ func (r *Redis) SetSlowlogThreshold(ctx context.Context, us int64) (restore func
 	}
 	return restore, nil
 }
+
+// globEscape quotes SCAN MATCH's metacharacters, so a key prefix (user-chosen) matches itself literally
+// (the hex pool tag has none). Kept in this file so scripts/bench-compare.sh -g can graft it onto older
+// revisions.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, c := range s {
+		if strings.ContainsRune(`*?[]\`, c) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
