@@ -2,14 +2,16 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/kvrouter/kvrouter/internal/bench"
-	"github.com/kvrouter/kvrouter/luascripts"
 	"github.com/kvrouter/kvrouter/statestore"
 )
 
@@ -176,7 +178,10 @@ func setSlowlog(ctx context.Context, url string, us int64) (func(), error) {
 	}, nil
 }
 
-// routeScriptVariant reads a LIB.lua:ROUTE.lua pair into one script source.
+// routeScriptVariant reads a LIB.lua:ROUTE.lua pair into one script source: the knobs_gen.lua beside LIB
+// (the generated prelude; absent in layouts before it), LIB, then ROUTE, as luascripts.Source joins them.
+// It reads the prelude from disk, not from the luascripts package, so scripts/bench-compare.sh -g can
+// graft this file onto revisions older than the prelude.
 func routeScriptVariant(pair string) (string, error) {
 	libPath, routePath, ok := strings.Cut(pair, ":")
 	if !ok {
@@ -190,5 +195,9 @@ func routeScriptVariant(pair string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("--route-script: %w", err)
 	}
-	return luascripts.Knobs() + "\n" + string(lib) + "\n" + string(body), nil // as luascripts.Source joins the prelude and operation
+	prelude, err := os.ReadFile(filepath.Join(filepath.Dir(libPath), "knobs_gen.lua"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("--route-script: %w", err)
+	}
+	return string(prelude) + "\n" + string(lib) + "\n" + string(body), nil
 }
