@@ -52,6 +52,8 @@ type simFlags struct {
 	checkEvents                 *bool
 	storeURL                    *string
 	policies                    *string
+	workload                    *string
+	gen                         traces.GenerateOptions
 	timing                      *bool
 	jsonOut                     *bool
 }
@@ -95,6 +97,15 @@ func addSimFlags(fs *flag.FlagSet, withLoad bool) *simFlags {
 		f.speedup = fs.Float64("speedup", 1, "divide the trace's inter-arrival times by this")
 		f.rate = fs.Float64("rate", 0, "Poisson arrivals at this many requests/s instead of the trace's timestamps (seeded)")
 		f.rho = fs.Float64("rho", 0, "pick the speedup (or scale --rate) so that the offered cache-blind utilisation rho0 is this")
+		f.workload = fs.String("workload", "", "generate a seeded workload instead of reading --trace: "+strings.Join(traces.WorkloadKinds, ", ")+
+			" (--requests sets its size, default 2000; --seed its draws; docs/EVALUATION.md describes the shapes)")
+		fs.IntVar(&f.gen.Prefixes, "wl-prefixes", 0, "generated workload: distinct shared (system or agent) prompts (default 64 shared-prefix, 4 multi-turn and fanout)")
+		fs.IntVar(&f.gen.PrefixTokens, "wl-prefix-tokens", 0, "generated workload: tokens of each shared prompt, whole 512-token blocks (default 8192 / 1024 / 2048)")
+		fs.IntVar(&f.gen.UserTokens, "wl-user-tokens", 0, "generated workload: mean unshared tokens per request: question, turn message, task context (default 512 / 256 / 4096)")
+		fs.IntVar(&f.gen.OutputTokens, "wl-output-tokens", 0, "generated workload: mean output tokens (default 256)")
+		fs.IntVar(&f.gen.Turns, "wl-turns", 0, "multi-turn: mean turns per conversation (default 6)")
+		fs.Float64Var(&f.gen.ThinkMs, "wl-think-ms", 0, "multi-turn: mean time between turns, ms, before --rho scaling (default 20000)")
+		fs.IntVar(&f.gen.Siblings, "wl-siblings", 0, "fanout: requests per task, one prompt, one arrival (default 8)")
 		f.policies = fs.String("policies", strings.Join(sim.AllPolicies, ","), "comma-separated policies: "+strings.Join(sim.AllPolicies, ", "))
 		f.timing = fs.Bool("timing", false, "include wall-clock router decision times in the JSON (not reproducible; default on with a Redis store)")
 		f.jsonOut = fs.Bool("json", false, "print the report as JSON instead of a table")
@@ -150,6 +161,20 @@ func (f *simFlags) poolConfig(fs *flag.FlagSet) (statestore.PoolConfig, error) {
 	return cfg, cfg.Validate()
 }
 
+// loadRequests generates the --workload, or reads the --trace.
+func (f *simFlags) loadRequests() ([]traces.Request, string, error) {
+	if f.workload == nil || *f.workload == "" {
+		return sim.LoadTrace(*f.trace, f.synthetic())
+	}
+	o := f.gen
+	o.Kind, o.Seed, o.Requests = *f.workload, *f.seed, *f.skip+*f.requests
+	if *f.requests == 0 {
+		o.Requests = *f.skip + 2000
+	}
+	reqs, err := traces.Generate(o)
+	return reqs, "generated " + *f.workload + " workload", err
+}
+
 func (f *simFlags) synthetic() traces.SyntheticOptions {
 	return traces.SyntheticOptions{Seed: *f.seed, Apps: *f.synthApps, ContinueProbability: *f.synthContinue}
 }
@@ -161,7 +186,7 @@ func (f *simFlags) storeFactory(ctx context.Context) func() (statestore.Store, e
 }
 
 func runSimulate(ctx context.Context, args []string) error {
-	fs := newFlagSet("simulate", "simulate [--trace FILE] [--workers 8] [--engine-block 64] [--rho 0.8 | --speedup S | --rate R] [--policies kv,round-robin,...] [--json]")
+	fs := newFlagSet("simulate", "simulate [--trace FILE | --workload shared-prefix|multi-turn|fanout|mix] [--workers 8] [--engine-block 64] [--rho 0.8 | --speedup S | --rate R] [--policies kv,round-robin,...] [--json]")
 	f := addSimFlags(fs, true)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -174,7 +199,7 @@ func runSimulate(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	reqs, name, err := sim.LoadTrace(*f.trace, f.synthetic())
+	reqs, name, err := f.loadRequests()
 	if err != nil {
 		return err
 	}

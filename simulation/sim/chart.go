@@ -231,7 +231,7 @@ func thousands(n int) string {
 
 // rowTitle names a report's load level above its panels.
 func rowTitle(rep *Report) string {
-	s := fmt.Sprintf("At %.0f %% offered prefill load (ρ0 %.2f", 100*rep.Rho0, rep.Rho0)
+	s := fmt.Sprintf("At %.0f %% offered prefill load (ρ0 %.2f; prefill + decode work %.0f %%", 100*rep.Rho0, rep.Rho0, 100*rep.RhoWork)
 	if rep.Speedup > 0 {
 		s += fmt.Sprintf(", arrivals %.1f× faster than recorded", rep.Speedup)
 	}
