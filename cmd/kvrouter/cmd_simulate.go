@@ -53,6 +53,8 @@ type simFlags struct {
 	storeURL                    *string
 	policies                    *string
 	workload                    *string
+	ttftStart                   core.TTFTCoeffs
+	ttftWarmup                  *int
 	gen                         traces.GenerateOptions
 	timing                      *bool
 	jsonOut                     *bool
@@ -106,6 +108,9 @@ func addSimFlags(fs *flag.FlagSet, withLoad bool) *simFlags {
 		fs.IntVar(&f.gen.Turns, "wl-turns", 0, "multi-turn: mean turns per conversation (default 6)")
 		fs.Float64Var(&f.gen.ThinkMs, "wl-think-ms", 0, "multi-turn: mean time between turns, ms, before --rho scaling (default 20000)")
 		fs.IntVar(&f.gen.Siblings, "wl-siblings", 0, "fanout: requests per task, one prompt, one arrival (default 8)")
+		fs.Float64Var(&f.ttftStart.PrefillRate, "ttft-prefill-rate", 0, "ttft-sim: every worker's starting prefill_rate, tokens/s (0 = the engine's prefill capacity)")
+		fs.Float64Var(&f.ttftStart.DecodeCoeff, "ttft-decode-coeff", 0, "ttft-sim: every worker's starting decode_coeff, s per active decode block (0 = engine block × context cost per token)")
+		f.ttftWarmup = fs.Int("ttft-warmup", 200, "ttft-sim: calibration samples a worker takes before its predictions count in ttft_model")
 		f.policies = fs.String("policies", strings.Join(sim.AllPolicies, ","), "comma-separated policies: "+strings.Join(sim.AllPolicies, ", "))
 		f.timing = fs.Bool("timing", false, "include wall-clock router decision times in the JSON (not reproducible; default on with a Redis store)")
 		f.jsonOut = fs.Bool("json", false, "print the report as JSON instead of a table")
@@ -216,7 +221,7 @@ func runSimulate(ctx context.Context, args []string) error {
 	}
 	cfg := sim.Config{Workers: *f.workers, Engine: eo, Pool: pc, EventDelayMs: *f.eventDelay, Seed: *f.seed,
 		Policies: splitList(*f.policies), Parallel: *f.parallel, NewStore: f.storeFactory(ctx), Timing: timing,
-		CheckEvents: *f.checkEvents}
+		CheckEvents: *f.checkEvents, TTFTStart: f.ttftStart, TTFTWarmup: *f.ttftWarmup}
 	var rep *sim.Report
 	err = withProgress(*f.progress, len(cfg.Policies)*len(w.Reqs), &cfg, func() error {
 		var err error

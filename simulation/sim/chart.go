@@ -27,6 +27,7 @@ var policyColor = map[string]color.RGBA{
 	PolicyKVApprox:    {R: 0x66, G: 0xa6, B: 0x1e, A: 0xff},
 	PolicyKVPredict:   {R: 0x2c, G: 0x7f, B: 0xb8, A: 0xff},
 	PolicyKVInstant:   {R: 0x55, G: 0x55, B: 0x55, A: 0xff}, // grey
+	PolicyTTFTSim:     {R: 0x08, G: 0x51, B: 0x9c, A: 0xff}, // dark blue
 	PolicyRoundRobin:  {R: 0xd9, G: 0x5f, B: 0x02, A: 0xff}, // orange
 	PolicyRandom:      {R: 0xe7, G: 0x29, B: 0x8a, A: 0xff},
 	PolicyLeastLoaded: {R: 0x75, G: 0x70, B: 0xb3, A: 0xff}, // purple
@@ -38,6 +39,7 @@ var policyNote = map[string]string{
 	PolicyKVApprox:    "KV-aware without engine events",
 	PolicyKVPredict:   "KV-aware + predicted prefixes",
 	PolicyKVInstant:   "KV-aware fed events instantly",
+	PolicyTTFTSim:     "predicted time to first token, self-calibrating",
 	PolicyRoundRobin:  "cache-blind, in turn",
 	PolicyRandom:      "cache-blind, at random",
 	PolicyLeastLoaded: "cache-blind, fewest active requests",
