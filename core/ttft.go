@@ -12,6 +12,15 @@ import (
 // (arm64, ppc64le, s390x, amd64 with GOAMD64=v3), which rounds once instead of twice and would differ
 // from Lua in the last bit; the spec forbids fusion across an explicit conversion, so every product
 // that meets an addition is written float64(x*y). TestTTFTCalibrationGolden pins the bits.
+//
+// What a store needs to use it (simulation/sim/ttft.go does exactly this in the simulator):
+//   - pool: cost_model, and the default coefficients (TTFTCalibration.Ref; every worker starts there);
+//   - per worker: TTFTState's six numbers (prefill_rate, decode_coeff, p11, p12, p22, samples);
+//   - per lease, written at the decision: the features x1 = active_prefill_tokens + uncached_tokens and
+//     x2 = active_decode_blocks of the chosen worker (before booking), and the decision time in ms;
+//   - at prefill_done: measured = (now_ms − decision_ms) / 1000, then Update on the lease's worker, once
+//     (prefill_done is idempotent; a lease released by done or expiry without prefill_done calibrates
+//     nothing). Lua returns the floats as strings with %.17g (tostring keeps 14 digits).
 
 // TTFTCoeffs are one worker's cost coefficients.
 type TTFTCoeffs struct {

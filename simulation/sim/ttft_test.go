@@ -62,3 +62,21 @@ func TestGeneratedWorkloadDeterminism(t *testing.T) {
 		t.Fatal("different seeds, same report")
 	}
 }
+
+// TestRhoWorkByHand: two 8 192-token prompts with 2 output tokens, one second apart, on one default
+// engine at block 64.
+func TestRhoWorkByHand(t *testing.T) {
+	eng := engine.Options{BlockSize: 64}.WithDefaults()
+	reqs := []traces.Request{{ArrivalMs: 0, InputTokens: 8192, OutputTokens: 2}, {ArrivalMs: 1000, InputTokens: 8192, OutputTokens: 2}}
+	w := mustWorkload(t, reqs, LoadOptions{EngineBlock: 64}, eng, 1)
+	prefill := 2 * 8192 / (8192 / (6 + 0.025*8192)) // ms: two full chunks
+	batch := 46.0                                     // floor(384 000 KV tokens / 8 194 tokens per request)
+	decode := 2 * 2 * (0.025 + 6/batch + 0.00004*(8192+1))
+	want := (prefill + decode) * 1 / 2 / 1000 // (n−1)/n of the work per ms of span, one worker
+	if got := w.RhoWork(eng, 1); math.Abs(got-want) > 1e-12 {
+		t.Fatalf("rho_work %v, want %v", got, want)
+	}
+	if got, want := w.Rho0(eng, 1), prefill/2/1000; math.Abs(got-want) > 1e-12 {
+		t.Fatalf("rho0 %v, want %v", got, want)
+	}
+}
