@@ -15,10 +15,12 @@ import (
 //
 // What a store needs to use it (simulation/sim/ttft.go does exactly this in the simulator):
 //   - pool: cost_model, and the default coefficients (TTFTCalibration.Ref; every worker starts there);
-//   - per worker: TTFTState's six numbers (prefill_rate, decode_coeff, p11, p12, p22, samples);
+//   - per worker and per pool: TTFTState's six numbers (prefill_rate, decode_coeff, p11, p12, p22,
+//     samples); a worker predicts with Effective (the pool's until its first sample) and is updated by
+//     Observe;
 //   - per lease, written at the decision: the features x1 = active_prefill_tokens + uncached_tokens and
 //     x2 = active_decode_blocks of the chosen worker (before booking), and the decision time in ms;
-//   - at prefill_done: measured = (now_ms − decision_ms) / 1000, then Update on the lease's worker, once
+//   - at prefill_done: measured = (now_ms − decision_ms) / 1000, then Observe on the lease's worker, once
 //     (prefill_done is idempotent; a lease released by done or expiry without prefill_done calibrates
 //     nothing). Lua returns the floats as strings with %.17g (tostring keeps 14 digits).
 
@@ -245,6 +247,32 @@ func (c TTFTCalibration) Update(s TTFTState, o TTFTObservation) (TTFTState, bool
 	}
 	return TTFTState{TTFTCoeffs: TTFTCoeffs{PrefillRate: c.Ref.PrefillRate / n1, DecodeCoeff: float64(n2 * c.Ref.DecodeCoeff)},
 		P11: p11, P12: p12, P22: p22, Samples: s.Samples + 1}, true
+}
+
+// Effective returns the coefficients a worker predicts with: its own once it has taken a sample, else
+// the pool's. A worker without samples thus inherits the fleet's calibration: a start that is too
+// pessimistic cannot starve it of the traffic whose first tokens would correct it.
+func Effective(worker, pool TTFTState) TTFTCoeffs {
+	if worker.Samples > 0 {
+		return worker.TTFTCoeffs
+	}
+	return pool.TTFTCoeffs
+}
+
+// Observe folds one observation of a worker into the worker's state and the pool's (the pool's state
+// is fitted on every worker's samples, the fleet's average). A worker's first used sample starts from
+// the pool's coefficients as they were before it, with P = InitialP·I. It returns the new states and
+// whether the sample was used (Update's rules; both states unchanged when it was not).
+func (c TTFTCalibration) Observe(worker, pool TTFTState, o TTFTObservation) (TTFTState, TTFTState, bool) {
+	if worker.Samples <= 0 {
+		worker = c.Init(pool.TTFTCoeffs)
+	}
+	w, ok := c.Update(worker, o)
+	if !ok {
+		return worker, pool, false
+	}
+	p, _ := c.Update(pool, o)
+	return w, p, true
 }
 
 // boundP keeps a diagonal element of P in [InitialP/1e6, MaxP] (NaN → InitialP).

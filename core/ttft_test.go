@@ -189,3 +189,26 @@ func TestTTFTCalibrationGolden(t *testing.T) {
 		t.Fatalf("prediction bits %s, want %s", got, want)
 	}
 }
+
+// A worker without samples predicts with the pool's coefficients and starts from them at its first
+// sample; the pool's state learns from every worker.
+func TestTTFTObserveInheritsPool(t *testing.T) {
+	c := testCalibration()
+	pool := c.Init(truthTTFT)
+	pool.Samples = 50
+	fresh := c.Init(TTFTCoeffs{PrefillRate: truthTTFT.PrefillRate / 4, DecodeCoeff: truthTTFT.DecodeCoeff * 4})
+	if got := Effective(fresh, pool); got != pool.TTFTCoeffs {
+		t.Fatalf("a worker without samples predicts with %+v, want the pool's %+v", got, pool.TTFTCoeffs)
+	}
+	o := TTFTObservation{PrefillTokens: 8000, DecodeBlocks: 1000, MeasuredS: PredictTTFT(truthTTFT, 0, 8000, 1000).Cost()}
+	w, p, ok := c.Observe(fresh, pool, o)
+	if !ok || w.Samples != 1 || p.Samples != 51 {
+		t.Fatalf("observe: ok %v, samples %v / %v", ok, w.Samples, p.Samples)
+	}
+	if relErr(w.PrefillRate, truthTTFT.PrefillRate) > 1e-9 || Effective(w, p) != w.TTFTCoeffs {
+		t.Fatalf("first sample did not start from the pool: %+v", w.TTFTCoeffs)
+	}
+	if _, _, ok := c.Observe(fresh, pool, TTFTObservation{MeasuredS: math.NaN()}); ok {
+		t.Fatal("bad sample used")
+	}
+}

@@ -81,7 +81,7 @@ func addSimFlags(fs *flag.FlagSet, withLoad bool) *simFlags {
 	f.busyPrefill = fs.Float64("busy-prefill-fraction", 0, "router: busy_prefill_fraction (0 = off)")
 	f.busyDecode = fs.Float64("busy-decode-fraction", 0, "router: busy_decode_fraction (0 = off)")
 	f.approxTTL = fs.Int64("approx-ttl-ms", 120000, "router: approx_ttl_ms (kv-approx)")
-	f.predictedTTL = fs.Int64("predicted-ttl-ms", sim.DefaultPredictedTTLMs, "router: predicted_ttl_ms (kv-predict only)")
+	f.predictedTTL = fs.Int64("predicted-ttl-ms", sim.DefaultPredictedTTLMs, "router: predicted_ttl_ms (kv-predict and ttft-sim-predict only)")
 	f.leaseTTL = fs.Int64("lease-ttl-ms", statestore.MaxTTLMs, "router: lease_ttl_ms (default: 30 days, so that long queues never expire leases)")
 	f.preset = fs.String("preset", "", "router preset applied before the knob flags given: load-aware or agentic")
 	f.eventDelay = fs.Float64("event-delay-ms", 0, "delay from a step's end until the router applies its KV events, ms")

@@ -26,20 +26,22 @@ const (
 	// router's index for overlap (events as kv), the load the stores will book kept by the simulator,
 	// minimum predicted TTFT, per-worker coefficients calibrated at every request's first token.
 	PolicyTTFTSim = "ttft-sim"
+	// PolicyTTFTSimPredict is ttft-sim with predict-on-route (kv-predict's predicted entries).
+	PolicyTTFTSimPredict = "ttft-sim-predict"
 	// PolicyOracleAlias is PolicyKVInstant's former name, still accepted in Config.Policies
 	// (deprecated: reports use the new name).
 	PolicyOracleAlias = "oracle"
 )
 
 // AllPolicies lists every policy, in report order.
-var AllPolicies = []string{PolicyKV, PolicyKVApprox, PolicyKVPredict, PolicyTTFTSim, PolicyRoundRobin, PolicyRandom, PolicyLeastLoaded, PolicyKVInstant}
+var AllPolicies = []string{PolicyKV, PolicyKVApprox, PolicyKVPredict, PolicyTTFTSim, PolicyTTFTSimPredict, PolicyRoundRobin, PolicyRandom, PolicyLeastLoaded, PolicyKVInstant}
 
 // CacheBlindPolicies are the baselines that ignore the KV caches.
 var CacheBlindPolicies = []string{PolicyRoundRobin, PolicyRandom, PolicyLeastLoaded}
 
 // usesCore reports whether a policy decides through core.Router.
 func usesCore(p string) bool {
-	return p == PolicyKV || p == PolicyKVApprox || p == PolicyKVPredict || p == PolicyKVInstant || p == PolicyTTFTSim
+	return p == PolicyKV || p == PolicyKVApprox || p == PolicyKVPredict || p == PolicyKVInstant || p == PolicyTTFTSim || p == PolicyTTFTSimPredict
 }
 
 // DefaultPredictedTTLMs is kv-predict's predicted-entry TTL when the pool config sets none.
@@ -52,7 +54,7 @@ type Config struct {
 	// Engine configures every engine (BlockSize must equal the workload's EngineBlock).
 	Engine engine.Options
 	// Pool holds the router's knobs for the core-based policies (BlockSize is set from Engine).
-	// kv-predict uses Pool.PredictedTTLMs, or DefaultPredictedTTLMs when it is 0; kv and
+	// kv-predict and ttft-sim-predict use Pool.PredictedTTLMs, or DefaultPredictedTTLMs when it is 0; kv and
 	// always run with it 0; kv-approx registers its workers without KV events.
 	Pool statestore.PoolConfig
 	// EventDelayMs delays the KV events of a step (published at the step's end) before the router

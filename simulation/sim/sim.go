@@ -117,8 +117,8 @@ func newRun(ctx context.Context, cfg Config, w *Workload, policy string) (*run, 
 	if !usesCore(policy) {
 		return r, nil
 	}
-	if policy == PolicyTTFTSim {
-		r.ttft = newTTFTState(cfg, n)
+	if policy == PolicyTTFTSim || policy == PolicyTTFTSimPredict {
+		r.ttft = newTTFTState(cfg, n, policy)
 	}
 	st, err := cfg.NewStore()
 	if err != nil {
@@ -279,7 +279,7 @@ func (r *run) route(i int) (int, error) {
 			}
 		}
 		return best, nil
-	case PolicyTTFTSim:
+	case PolicyTTFTSim, PolicyTTFTSimPredict:
 		return r.routeTTFT(i)
 	}
 	local := r.w.Local[i]
@@ -335,7 +335,7 @@ func (r *run) step(wi int, t float64) error {
 	switch r.policy {
 	case PolicyKVInstant: // the true cache state, at once
 		return r.applyEvents(wi, evs, t)
-	case PolicyKV, PolicyKVPredict, PolicyTTFTSim:
+	case PolicyKV, PolicyKVPredict, PolicyTTFTSim, PolicyTTFTSimPredict:
 		r.push(&delivery{t: res.EndMs + r.cfg.EventDelayMs, worker: wi, events: evs})
 	}
 	return nil
