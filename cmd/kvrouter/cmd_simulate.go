@@ -52,6 +52,10 @@ type simFlags struct {
 	checkEvents                 *bool
 	storeURL                    *string
 	policies                    *string
+	workload                    *string
+	ttftStart                   core.TTFTCoeffs
+	ttftWarmup                  *int
+	gen                         traces.GenerateOptions
 	timing                      *bool
 	jsonOut                     *bool
 }
@@ -77,7 +81,7 @@ func addSimFlags(fs *flag.FlagSet, withLoad bool) *simFlags {
 	f.busyPrefill = fs.Float64("busy-prefill-fraction", 0, "router: busy_prefill_fraction (0 = off)")
 	f.busyDecode = fs.Float64("busy-decode-fraction", 0, "router: busy_decode_fraction (0 = off)")
 	f.approxTTL = fs.Int64("approx-ttl-ms", 120000, "router: approx_ttl_ms (kv-approx)")
-	f.predictedTTL = fs.Int64("predicted-ttl-ms", sim.DefaultPredictedTTLMs, "router: predicted_ttl_ms (kv-predict only)")
+	f.predictedTTL = fs.Int64("predicted-ttl-ms", sim.DefaultPredictedTTLMs, "router: predicted_ttl_ms (kv-predict and ttft-sim-predict only)")
 	f.leaseTTL = fs.Int64("lease-ttl-ms", statestore.MaxTTLMs, "router: lease_ttl_ms (default: 30 days, so that long queues never expire leases)")
 	f.preset = fs.String("preset", "", "router preset applied before the knob flags given: load-aware or agentic")
 	f.eventDelay = fs.Float64("event-delay-ms", 0, "delay from a step's end until the router applies its KV events, ms")
@@ -95,6 +99,18 @@ func addSimFlags(fs *flag.FlagSet, withLoad bool) *simFlags {
 		f.speedup = fs.Float64("speedup", 1, "divide the trace's inter-arrival times by this")
 		f.rate = fs.Float64("rate", 0, "Poisson arrivals at this many requests/s instead of the trace's timestamps (seeded)")
 		f.rho = fs.Float64("rho", 0, "pick the speedup (or scale --rate) so that the offered cache-blind utilisation rho0 is this")
+		f.workload = fs.String("workload", "", "generate a seeded workload instead of reading --trace: "+strings.Join(traces.WorkloadKinds, ", ")+
+			" (--requests sets its size, default 2000; --seed its draws; docs/EVALUATION.md describes the shapes)")
+		fs.IntVar(&f.gen.Prefixes, "wl-prefixes", 0, "generated workload: distinct shared (system or agent) prompts (default 64 shared-prefix, 4 multi-turn and fanout)")
+		fs.IntVar(&f.gen.PrefixTokens, "wl-prefix-tokens", 0, "generated workload: tokens of each shared prompt, whole 512-token blocks (default 8192 / 1024 / 2048)")
+		fs.IntVar(&f.gen.UserTokens, "wl-user-tokens", 0, "generated workload: mean unshared tokens per request: question, turn message, task context (default 512 / 256 / 4096)")
+		fs.IntVar(&f.gen.OutputTokens, "wl-output-tokens", 0, "generated workload: mean output tokens (default 256)")
+		fs.IntVar(&f.gen.Turns, "wl-turns", 0, "multi-turn: mean turns per conversation (default 6)")
+		fs.Float64Var(&f.gen.ThinkMs, "wl-think-ms", 0, "multi-turn: mean time between turns, ms, before --rho scaling (default 20000)")
+		fs.IntVar(&f.gen.Siblings, "wl-siblings", 0, "fanout: requests per task, one prompt, one arrival (default 8)")
+		fs.Float64Var(&f.ttftStart.PrefillRate, "ttft-prefill-rate", 0, "ttft-sim: every worker's starting prefill_rate, tokens/s (0 = the engine's prefill capacity)")
+		fs.Float64Var(&f.ttftStart.DecodeCoeff, "ttft-decode-coeff", 0, "ttft-sim: every worker's starting decode_coeff, s per active decode block (0 = engine block × context cost per token)")
+		f.ttftWarmup = fs.Int("ttft-warmup", 200, "ttft-sim: calibration samples a worker takes before its predictions count in ttft_model")
 		f.policies = fs.String("policies", strings.Join(sim.AllPolicies, ","), "comma-separated policies: "+strings.Join(sim.AllPolicies, ", "))
 		f.timing = fs.Bool("timing", false, "include wall-clock router decision times in the JSON (not reproducible; default on with a Redis store)")
 		f.jsonOut = fs.Bool("json", false, "print the report as JSON instead of a table")
@@ -150,6 +166,20 @@ func (f *simFlags) poolConfig(fs *flag.FlagSet) (statestore.PoolConfig, error) {
 	return cfg, cfg.Validate()
 }
 
+// loadRequests generates the --workload, or reads the --trace.
+func (f *simFlags) loadRequests() ([]traces.Request, string, error) {
+	if f.workload == nil || *f.workload == "" {
+		return sim.LoadTrace(*f.trace, f.synthetic())
+	}
+	o := f.gen
+	o.Kind, o.Seed, o.Requests = *f.workload, *f.seed, *f.skip+*f.requests
+	if *f.requests == 0 {
+		o.Requests = *f.skip + 2000
+	}
+	reqs, err := traces.Generate(o)
+	return reqs, "generated " + *f.workload + " workload", err
+}
+
 func (f *simFlags) synthetic() traces.SyntheticOptions {
 	return traces.SyntheticOptions{Seed: *f.seed, Apps: *f.synthApps, ContinueProbability: *f.synthContinue}
 }
@@ -161,7 +191,7 @@ func (f *simFlags) storeFactory(ctx context.Context) func() (statestore.Store, e
 }
 
 func runSimulate(ctx context.Context, args []string) error {
-	fs := newFlagSet("simulate", "simulate [--trace FILE] [--workers 8] [--engine-block 64] [--rho 0.8 | --speedup S | --rate R] [--policies kv,round-robin,...] [--json]")
+	fs := newFlagSet("simulate", "simulate [--trace FILE | --workload shared-prefix|multi-turn|fanout|mix] [--workers 8] [--engine-block 64] [--rho 0.8 | --speedup S | --rate R] [--policies kv,round-robin,...] [--json]")
 	f := addSimFlags(fs, true)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -174,7 +204,7 @@ func runSimulate(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	reqs, name, err := sim.LoadTrace(*f.trace, f.synthetic())
+	reqs, name, err := f.loadRequests()
 	if err != nil {
 		return err
 	}
@@ -191,7 +221,7 @@ func runSimulate(ctx context.Context, args []string) error {
 	}
 	cfg := sim.Config{Workers: *f.workers, Engine: eo, Pool: pc, EventDelayMs: *f.eventDelay, Seed: *f.seed,
 		Policies: splitList(*f.policies), Parallel: *f.parallel, NewStore: f.storeFactory(ctx), Timing: timing,
-		CheckEvents: *f.checkEvents}
+		CheckEvents: *f.checkEvents, TTFTStart: f.ttftStart, TTFTWarmup: *f.ttftWarmup}
 	var rep *sim.Report
 	err = withProgress(*f.progress, len(cfg.Policies)*len(w.Reqs), &cfg, func() error {
 		var err error

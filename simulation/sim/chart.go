@@ -23,24 +23,28 @@ import (
 // policyColor gives every policy one colour in every chart: kv's family green/blue, the
 // cache-blind baselines warm or purple.
 var policyColor = map[string]color.RGBA{
-	PolicyKV:          {R: 0x1b, G: 0x9e, B: 0x77, A: 0xff}, // green
-	PolicyKVApprox:    {R: 0x66, G: 0xa6, B: 0x1e, A: 0xff},
-	PolicyKVPredict:   {R: 0x2c, G: 0x7f, B: 0xb8, A: 0xff},
-	PolicyKVInstant:   {R: 0x55, G: 0x55, B: 0x55, A: 0xff}, // grey
-	PolicyRoundRobin:  {R: 0xd9, G: 0x5f, B: 0x02, A: 0xff}, // orange
-	PolicyRandom:      {R: 0xe7, G: 0x29, B: 0x8a, A: 0xff},
-	PolicyLeastLoaded: {R: 0x75, G: 0x70, B: 0xb3, A: 0xff}, // purple
+	PolicyKV:             {R: 0x1b, G: 0x9e, B: 0x77, A: 0xff}, // green
+	PolicyKVApprox:       {R: 0x66, G: 0xa6, B: 0x1e, A: 0xff},
+	PolicyKVPredict:      {R: 0x2c, G: 0x7f, B: 0xb8, A: 0xff},
+	PolicyKVInstant:      {R: 0x55, G: 0x55, B: 0x55, A: 0xff}, // grey
+	PolicyTTFTSim:        {R: 0x08, G: 0x51, B: 0x9c, A: 0xff}, // dark blue
+	PolicyTTFTSimPredict: {R: 0x6b, G: 0xae, B: 0xd6, A: 0xff}, // light blue
+	PolicyRoundRobin:     {R: 0xd9, G: 0x5f, B: 0x02, A: 0xff}, // orange
+	PolicyRandom:         {R: 0xe7, G: 0x29, B: 0x8a, A: 0xff},
+	PolicyLeastLoaded:    {R: 0x75, G: 0x70, B: 0xb3, A: 0xff}, // purple
 }
 
 // policyNote says in a few words what a policy is, for the chart's legend line.
 var policyNote = map[string]string{
-	PolicyKV:          "kvrouter's KV-aware routing",
-	PolicyKVApprox:    "KV-aware without engine events",
-	PolicyKVPredict:   "KV-aware + predicted prefixes",
-	PolicyKVInstant:   "KV-aware fed events instantly",
-	PolicyRoundRobin:  "cache-blind, in turn",
-	PolicyRandom:      "cache-blind, at random",
-	PolicyLeastLoaded: "cache-blind, fewest active requests",
+	PolicyKV:             "kvrouter's KV-aware routing",
+	PolicyKVApprox:       "KV-aware without engine events",
+	PolicyKVPredict:      "KV-aware + predicted prefixes",
+	PolicyKVInstant:      "KV-aware fed events instantly",
+	PolicyTTFTSim:        "predicted time to first token, self-calibrating",
+	PolicyTTFTSimPredict: "predicted TTFT + predicted prefixes",
+	PolicyRoundRobin:     "cache-blind, in turn",
+	PolicyRandom:         "cache-blind, at random",
+	PolicyLeastLoaded:    "cache-blind, fewest active requests",
 }
 
 // Chart geometry.
@@ -231,7 +235,7 @@ func thousands(n int) string {
 
 // rowTitle names a report's load level above its panels.
 func rowTitle(rep *Report) string {
-	s := fmt.Sprintf("At %.0f %% offered prefill load (ρ0 %.2f", 100*rep.Rho0, rep.Rho0)
+	s := fmt.Sprintf("At %.0f %% offered prefill load (ρ0 %.2f; prefill + decode work %.0f %%", 100*rep.Rho0, rep.Rho0, 100*rep.RhoWork)
 	if rep.Speedup > 0 {
 		s += fmt.Sprintf(", arrivals %.1f× faster than recorded", rep.Speedup)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/kvrouter/kvrouter/core"
 	"github.com/kvrouter/kvrouter/simulation/engine"
 	"github.com/kvrouter/kvrouter/statestore"
 )
@@ -21,20 +22,26 @@ const (
 	// upper bound (kv often scores above it: a cost that follows the cache more eagerly is not always
 	// better); the infinite-cache bound (Report.ReuseBound) is the hit rate no policy can beat.
 	PolicyKVInstant = "kv-instant-events"
+	// PolicyTTFTSim is SPEC §6.6's `ttft` cost model decided in the simulator (see ttft.go): the
+	// router's index for overlap (events as kv), the load the stores will book kept by the simulator,
+	// minimum predicted TTFT, per-worker coefficients calibrated at every request's first token.
+	PolicyTTFTSim = "ttft-sim"
+	// PolicyTTFTSimPredict is ttft-sim with predict-on-route (kv-predict's predicted entries).
+	PolicyTTFTSimPredict = "ttft-sim-predict"
 	// PolicyOracleAlias is PolicyKVInstant's former name, still accepted in Config.Policies
 	// (deprecated: reports use the new name).
 	PolicyOracleAlias = "oracle"
 )
 
 // AllPolicies lists every policy, in report order.
-var AllPolicies = []string{PolicyKV, PolicyKVApprox, PolicyKVPredict, PolicyRoundRobin, PolicyRandom, PolicyLeastLoaded, PolicyKVInstant}
+var AllPolicies = []string{PolicyKV, PolicyKVApprox, PolicyKVPredict, PolicyTTFTSim, PolicyTTFTSimPredict, PolicyRoundRobin, PolicyRandom, PolicyLeastLoaded, PolicyKVInstant}
 
 // CacheBlindPolicies are the baselines that ignore the KV caches.
 var CacheBlindPolicies = []string{PolicyRoundRobin, PolicyRandom, PolicyLeastLoaded}
 
 // usesCore reports whether a policy decides through core.Router.
 func usesCore(p string) bool {
-	return p == PolicyKV || p == PolicyKVApprox || p == PolicyKVPredict || p == PolicyKVInstant
+	return p == PolicyKV || p == PolicyKVApprox || p == PolicyKVPredict || p == PolicyKVInstant || p == PolicyTTFTSim || p == PolicyTTFTSimPredict
 }
 
 // DefaultPredictedTTLMs is kv-predict's predicted-entry TTL when the pool config sets none.
@@ -47,7 +54,7 @@ type Config struct {
 	// Engine configures every engine (BlockSize must equal the workload's EngineBlock).
 	Engine engine.Options
 	// Pool holds the router's knobs for the core-based policies (BlockSize is set from Engine).
-	// kv-predict uses Pool.PredictedTTLMs, or DefaultPredictedTTLMs when it is 0; kv and
+	// kv-predict and ttft-sim-predict use Pool.PredictedTTLMs, or DefaultPredictedTTLMs when it is 0; kv and
 	// always run with it 0; kv-approx registers its workers without KV events.
 	Pool statestore.PoolConfig
 	// EventDelayMs delays the KV events of a step (published at the step's end) before the router
@@ -67,6 +74,12 @@ type Config struct {
 	// CheckEvents verifies that every Stored block is later Removed or still resident, and that no
 	// unknown block is removed (costs a map per worker).
 	CheckEvents bool
+	// TTFTStart are ttft-sim's starting coefficients on every worker; a zero field takes
+	// DefaultTTFTCoeffs' (the pool defaults the calibration is scaled by).
+	TTFTStart core.TTFTCoeffs
+	// TTFTWarmup is the number of calibration samples a worker takes before ttft-sim's predictions on
+	// it count in PolicyResult.TTFTModel. Default 200.
+	TTFTWarmup int
 	// Progress, when set, is called with the number of requests routed so far by one policy.
 	Progress func(policy string, routed int)
 }
@@ -90,6 +103,9 @@ func (c Config) withDefaults() Config {
 				c.Policies[i] = PolicyKVInstant
 			}
 		}
+	}
+	if c.TTFTWarmup == 0 {
+		c.TTFTWarmup = 200
 	}
 	if c.Parallel < 1 {
 		c.Parallel = 1

@@ -57,6 +57,8 @@ type PolicyResult struct {
 	EvictedBlocks int64   `json:"evicted_blocks"`
 	// EventCheck is "ok" or the first inconsistency found (Config.CheckEvents); empty when not checked.
 	EventCheck string `json:"event_check,omitempty"`
+	// TTFTModel is ttft-sim's prediction quality and final coefficients (that policy only).
+	TTFTModel *TTFTModel `json:"ttft_model,omitempty"`
 	// Decision is the router's wall-clock decision time (Config.Timing; never reproducible).
 	Decision *Latency `json:"decision_us,omitempty"`
 
@@ -150,6 +152,9 @@ func (r *run) result() PolicyResult {
 	if busySum > 0 {
 		res.LoadImbalance = busyMax / (busySum / float64(len(r.workers)))
 		res.BusyMeanS = busySum / float64(len(r.workers)) / 1000
+	}
+	if r.ttft != nil {
+		res.TTFTModel = r.ttft.model(r.cfg.TTFTWarmup)
 	}
 	if r.cfg.CheckEvents {
 		res.EventCheck = "ok"

@@ -36,15 +36,18 @@ func engineParams(o engine.Options) EngineParams {
 
 // Report is the outcome of Run: the workload, the fleet, and one result per policy.
 type Report struct {
-	Trace        string  `json:"trace"`
-	Requests     int     `json:"requests"`
-	Workers      int     `json:"workers"`
-	EngineBlock  int     `json:"engine_block"`
-	Seed         uint64  `json:"seed"`
-	Speedup      float64 `json:"speedup,omitempty"`
-	RateReqS     float64 `json:"rate_req_per_s,omitempty"`
-	SpanS        float64 `json:"span_s"`
-	Rho0         float64 `json:"rho0"`
+	Trace       string  `json:"trace"`
+	Requests    int     `json:"requests"`
+	Workers     int     `json:"workers"`
+	EngineBlock int     `json:"engine_block"`
+	Seed        uint64  `json:"seed"`
+	Speedup     float64 `json:"speedup,omitempty"`
+	RateReqS    float64 `json:"rate_req_per_s,omitempty"`
+	SpanS       float64 `json:"span_s"`
+	Rho0        float64 `json:"rho0"`
+	// RhoWork is the offered total-work utilisation, prefill + decode (Workload.RhoWork): ≥ 1 means
+	// overloaded on any trace; ρ0 counts prefill only.
+	RhoWork      float64 `json:"rho_work"`
 	EventDelayMs float64 `json:"event_delay_ms"`
 	Store        string  `json:"store"`
 	// MeanInputTokens and MeanOutputTokens describe the workload.
@@ -80,6 +83,7 @@ func Run(ctx context.Context, cfg Config, w *Workload) (*Report, error) {
 	}
 	rep := &Report{Trace: w.Name, Requests: len(w.Reqs), Workers: cfg.Workers, EngineBlock: w.EngineBlock, Seed: cfg.Seed,
 		Speedup: w.Speedup, RateReqS: w.Rate, SpanS: w.SpanMs / 1000, Rho0: w.Rho0(cfg.Engine, cfg.Workers),
+		RhoWork:      w.RhoWork(cfg.Engine, cfg.Workers),
 		EventDelayMs: cfg.EventDelayMs, Engine: engineParams(cfg.Engine), Router: cfg.Pool,
 		MeanInputTokens: float64(w.InputTokens) / float64(len(w.Reqs)), MeanOutputTokens: float64(w.OutputTokens) / float64(len(w.Reqs))}
 	rep.ReuseBound.Blocks, rep.ReuseBound.Tokens = w.ReuseBlocks, w.ReuseTokens
@@ -133,8 +137,8 @@ func (rep *Report) setStore(name string) {
 
 // WriteTable prints the report as a human table.
 func (rep *Report) WriteTable(out io.Writer) error {
-	fmt.Fprintf(out, "%s: %d requests, %d workers, engine block %d, KV %d tokens/worker, rho0 %.2f",
-		rep.Trace, rep.Requests, rep.Workers, rep.EngineBlock, rep.Engine.KVTokens, rep.Rho0)
+	fmt.Fprintf(out, "%s: %d requests, %d workers, engine block %d, KV %d tokens/worker, rho0 %.2f (prefill), rho_work %.2f (prefill + decode)",
+		rep.Trace, rep.Requests, rep.Workers, rep.EngineBlock, rep.Engine.KVTokens, rep.Rho0, rep.RhoWork)
 	if rep.Speedup > 0 {
 		fmt.Fprintf(out, " (speedup %.2f)", rep.Speedup)
 	} else {

@@ -75,6 +75,7 @@ type run struct {
 	store  statestore.Store
 	router *core.Router
 	hashes []core.Hash // scratch for RouteInput.LocalHashes
+	ttft   *ttftState  // ttft-sim only
 
 	// per request
 	routedTo  []int32
@@ -115,6 +116,9 @@ func newRun(ctx context.Context, cfg Config, w *Workload, policy string) (*run, 
 	}
 	if !usesCore(policy) {
 		return r, nil
+	}
+	if policy == PolicyTTFTSim || policy == PolicyTTFTSimPredict {
+		r.ttft = newTTFTState(cfg, n, policy)
 	}
 	st, err := cfg.NewStore()
 	if err != nil {
@@ -236,6 +240,10 @@ func (r *run) arrive(i int) error {
 		SeqHashes: r.w.Seq[i], LocalHashes: r.w.Local[i]}, r.now)
 	if errors.Is(err, engine.ErrTooLong) {
 		r.rejected++
+		if r.ttft != nil {
+			r.ttftDone(i)
+			return nil
+		}
 		if r.router != nil {
 			_, err = r.router.Done(r.ctx, poolName, requestID(i))
 		}
@@ -271,6 +279,8 @@ func (r *run) route(i int) (int, error) {
 			}
 		}
 		return best, nil
+	case PolicyTTFTSim, PolicyTTFTSimPredict:
+		return r.routeTTFT(i)
 	}
 	local := r.w.Local[i]
 	r.hashes = r.hashes[:0]
@@ -325,7 +335,7 @@ func (r *run) step(wi int, t float64) error {
 	switch r.policy {
 	case PolicyKVInstant: // the true cache state, at once
 		return r.applyEvents(wi, evs, t)
-	case PolicyKV, PolicyKVPredict:
+	case PolicyKV, PolicyKVPredict, PolicyTTFTSim, PolicyTTFTSimPredict:
 		r.push(&delivery{t: res.EndMs + r.cfg.EventDelayMs, worker: wi, events: evs})
 	}
 	return nil
@@ -407,6 +417,10 @@ func (r *run) deliver(d *delivery) error {
 	}
 	sw := r.workers[d.worker]
 	for _, id := range d.first {
+		if r.ttft != nil {
+			r.ttftFirstToken(int(id), d.t)
+			continue
+		}
 		if r.router != nil {
 			if _, err := r.router.PrefillDone(r.ctx, poolName, requestID(int(id))); err != nil {
 				return err
@@ -415,6 +429,10 @@ func (r *run) deliver(d *delivery) error {
 	}
 	for _, id := range d.finished {
 		sw.active--
+		if r.ttft != nil {
+			r.ttftDone(int(id))
+			continue
+		}
 		if r.router != nil {
 			if _, err := r.router.Done(r.ctx, poolName, requestID(int(id))); err != nil {
 				return err

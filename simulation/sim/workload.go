@@ -172,6 +172,36 @@ func PrefillCapacity(eng engine.Options) float64 {
 // Zero for a workload whose arrivals span no time.
 func (w *Workload) Rho0(eng engine.Options, workers int) float64 { return w.rho(eng, workers) }
 
+// RhoWork is the offered total-work utilisation: prefill and decode work offered per ms over the
+// fleet's time (workers × 1 ms per ms), with the engine's step costs, so that "overloaded" (≥ 1) means
+// the same on every trace whatever its ratio of prompt to output tokens. Per request:
+//
+//	prefill_ms = input / PrefillCapacity                      (full chunks, as ρ0; no cache hit)
+//	decode_ms  = output · (DecodeMsPerSeq + ContextMsPerToken·(input + output/2) + StepOverheadMs/R)
+//
+// where R = min(MaxNumSeqs, KV tokens / mean (input + output)) is the batch the KV cache can hold: the
+// step overhead is shared by a full batch (ideal batching). It is thus a lower bound on the busy
+// fraction a cache-blind fleet needs; ρ0 is its prefill part. Zero when arrivals span no time.
+func (w *Workload) RhoWork(eng engine.Options, workers int) float64 {
+	span := w.ArrivalMs[len(w.ArrivalMs)-1] - w.ArrivalMs[0]
+	if span <= 0 {
+		return 0
+	}
+	n := float64(len(w.Reqs))
+	footprint := float64(w.InputTokens+w.OutputTokens) / n
+	batch := float64(eng.MaxNumSeqs)
+	if footprint > 0 {
+		batch = min(batch, max(1, math.Floor(float64(eng.NumBlocks*eng.BlockSize)/footprint)))
+	}
+	perDecode := eng.DecodeMsPerSeq + eng.StepOverheadMs/batch
+	work := float64(w.InputTokens) / PrefillCapacity(eng)
+	for _, r := range w.Reqs {
+		out := float64(r.OutputTokens)
+		work += out * (perDecode + eng.ContextMsPerToken*(float64(r.InputTokens)+out/2))
+	}
+	return work * (n - 1) / n / span / float64(workers)
+}
+
 func (w *Workload) rho(eng engine.Options, workers int) float64 {
 	span := w.ArrivalMs[len(w.ArrivalMs)-1] - w.ArrivalMs[0]
 	if span <= 0 {
