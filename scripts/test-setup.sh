@@ -35,7 +35,10 @@ fi
 have() { command -v "$1" >/dev/null 2>&1; }
 has_redis_server() { [[ -n "${KVROUTER_REDIS_SERVER:-}" ]] || have redis-server; }
 has_redis_cli() { [[ -n "${KVROUTER_REDIS_CLI:-}" ]] || have redis-cli; }
-has_jinja2() { have python3 && python3 -c 'import jinja2' >/dev/null 2>&1; }
+# The chat-template parity test runs Debian's /usr/bin/python3 (not whatever python3 comes first on PATH,
+# e.g. a pyenv shim that may have its own jinja2), so that is the interpreter checked here.
+jinja2_python() { if [[ -x /usr/bin/python3 ]]; then echo /usr/bin/python3; else command -v python3; fi; }
+has_jinja2() { local py; py=$(jinja2_python) && [[ -n "$py" ]] && "$py" -c 'import jinja2' >/dev/null 2>&1; }
 
 # missing prints the packages whose tools are absent, one per line.
 missing() {
@@ -82,8 +85,8 @@ hash -r
 mapfile -t still < <(missing)
 if ((${#still[@]})); then
   say "still missing after apt-get: ${still[*]}"
-  if [[ " ${still[*]} " == *" python3-jinja2 "* ]] && have python3; then
-    say "(python3 on PATH is $(command -v python3), which does not see Debian's python3-jinja2: pip install jinja2 there)"
+  if [[ " ${still[*]} " == *" python3-jinja2 "* ]]; then
+    say "($(jinja2_python || echo python3) does not see jinja2; the parity test runs /usr/bin/python3)"
   fi
   exit 1
 fi
