@@ -150,8 +150,9 @@ end
 -- rank ids {per dp rank}, index slots {per dp rank}
 local W = {URL = 1, DP = 2, TKV = 3, MNBT = 4, KVE = 5, RIDS = 6, SLOTS = 7}
 -- lease (ls): rank id, prefill tokens still booked, decode blocks, expiry ms, session id ('' none), the
--- session binding's generation
-local L = {RID = 1, PREFILL = 2, DECODE = 3, EXPIRY = 4, SESSION = 5, SGEN = 6}
+-- session binding's generation, the rank's roster index when booked (a hint for rid_locate; absent in
+-- leases booked before it was recorded)
+local L = {RID = 1, PREFILL = 2, DECODE = 3, EXPIRY = 4, SESSION = 5, SGEN = 6, IDX = 7}
 -- session binding (ss): rank id, worker id, generation, active requests, idle since ms
 local S = {RID = 1, WID = 2, GEN = 3, ACTIVE = 4, IDLE = 5}
 
@@ -263,6 +264,31 @@ local function rid_index(rid)
     from = p + 1
   end
 end
+-- rid_locate returns the roster index (1-based) of rank id rid, or nil, trying index hint first: a lease
+-- remembers where its rank stood when booked and the roster only changes on registration and removal, so
+-- the hint almost always holds. Without the roster parsed this costs two GETRANGEs (its count, the
+-- hinted record's rank id) instead of reading the whole roster (O(W) bytes): release stays O(1) as the
+-- pool grows. Rank ids are unique in the roster, so a matching record is the rank's only position.
+local function rid_locate(rid, hint)
+  if hint then
+    if ROS then
+      if hint >= 1 and hint <= ROS.n and struct.unpack('>I4', ROS.s, ROS.rb + (hint - 1) * RW + ROFF.RID) == rid then
+        return hint
+      end
+    else
+      local nb = redis.call('GETRANGE', K_ROSTER, 0, 3)
+      if #nb == 4 then
+        local n = struct.unpack('>I4', nb)
+        if hint >= 1 and hint <= n then
+          local off = 4 + 4 * n + (hint - 1) * RW + ROFF.RID   -- 0-based byte offset of the record's rank id
+          local v = redis.call('GETRANGE', K_ROSTER, off, off + 3)
+          if #v == 4 and struct.unpack('>I4', v) == rid then return hint end
+        end
+      end
+    end
+  end
+  return rid_index(rid)
+end
 -- ld_read / ld_add: one candidate's loads (prefill tokens, decode blocks, requests).
 local function ld_read(i)
   local off = (i - 1) * 24
@@ -314,9 +340,53 @@ local function roster_rebuild(wkc)
   end
 end
 
+-- roster_insert adds a NEW worker's ranks (w: its record, already in wz and wk) to the roster without
+-- decoding it: the ranks go where wz's order puts them (before the first rank of the next worker in wz,
+-- found by ZRANK/ZRANGE and the C-level rid_index search), records and slots are spliced in, the worker's
+-- strings are appended to the strings area (existing offsets are relative to its start and stay valid),
+-- and the loads string gets zero loads at the same position. Registration thus costs O(1) Lua work plus
+-- O(roster bytes) of string copying (memcpy) instead of roster_rebuild's decode and re-encode of every
+-- worker (4,096 registrations were quadratic in Lua work). Strings of removed workers are dropped by the
+-- next roster_rebuild (removal and spec changes still rebuild). Falls back to roster_rebuild when the
+-- loads string does not match the roster.
+local function roster_insert(wid, w)
+  local R = ros()
+  local lds = redis.call('GET', K_LD) or ''
+  if #lds ~= 24 * R.n or w[W.DP] == 0 then return roster_rebuild({[wid] = w}) end
+  local p = R.n   -- candidates before the new ranks
+  local k = redis.call('ZRANK', K_WZ, wid)
+  local nxt = redis.call('ZRANGE', K_WZ, k + 1, k + 1)[1]
+  if nxt then
+    local nw = cmsgpack.unpack(redis.call('HGET', K_WK, nxt))
+    local at = nw[W.DP] > 0 and rid_index(nw[W.RIDS][1])
+    if not at then return roster_rebuild({[wid] = w}) end
+    p = at - 1
+  end
+  local n, dp = R.n, w[W.DP]
+  local soff = (R.n == 0) and 0 or (#R.s - R.str + 1)
+  local sl, recs = {}, {}
+  for r = 1, dp do
+    sl[r] = struct.pack('>I4', w[W.SLOTS][r])
+    recs[r] = struct.pack(RREC, w[W.SLOTS][r], w[W.RIDS][r], r - 1, w[W.MNBT], w[W.TKV], w[W.KVE], soff, #wid, soff + #wid, #w[W.URL])
+  end
+  local s = R.s
+  local n2 = n + dp
+  local out
+  if n == 0 then
+    out = struct.pack('>I4', n2) .. table.concat(sl) .. table.concat(recs) .. wid .. w[W.URL]
+  else
+    out = struct.pack('>I4', n2) .. string.sub(s, 5, 4 + 4 * p) .. table.concat(sl) .. string.sub(s, 5 + 4 * p, 4 + 4 * n)
+      .. string.sub(s, R.rb, R.rb + p * RW - 1) .. table.concat(recs) .. string.sub(s, R.rb + p * RW, R.str - 1)
+      .. string.sub(s, R.str) .. wid .. w[W.URL]
+  end
+  redis.call('SET', K_ROSTER, out)
+  redis.call('SET', K_LD, string.sub(lds, 1, 24 * p) .. string.rep('\0', 24 * dp) .. string.sub(lds, 24 * p + 1))
+  ROS = {s = out, n = n2, rb = 5 + 4 * n2, str = 5 + 4 * n2 + n2 * RW}
+end
+
 -- end_lease releases a lease's remaining load and its session hold at time t (memory: endLease).
 local function end_lease(id, l, t)
-  local i = rid_index(l[L.RID])
+  local i = rid_locate(l[L.RID], l[L.IDX])
   if i then ld_add(i, 0 - l[L.PREFILL], 0 - l[L.DECODE], -1) end
   redis.call('HDEL', K_LS, id)
   redis.call('ZREM', K_LX, id)

@@ -486,7 +486,7 @@ if cfg.sttl > 0 and session ~= '' then
     lsess, lgen = session, s[S.GEN]
   end
 end
-redis.call('HSET', K_LS, reqid, cmsgpack.pack({rid, booked, required, expiry, lsess, lgen}))   -- L_* order
+redis.call('HSET', K_LS, reqid, cmsgpack.pack({rid, booked, required, expiry, lsess, lgen, chosen}))   -- L_* order
 redis.call('ZADD', K_LX, expiry, reqid)
 local ttl = cfg.pttl
 local kve = ckve
