@@ -264,6 +264,19 @@ local function rid_index(rid)
     from = p + 1
   end
 end
+-- slot_index returns the roster index (1-based) of the candidate with index slot `slot`, or nil: an aligned
+-- search of the slot column (4 bytes per candidate, so ~11x fewer bytes than rid_index's records).
+local function slot_index(slot)
+  local R = ros()
+  local key = struct.pack('>I4', slot)
+  local from = 5
+  while true do
+    local p = string.find(R.s, key, from, true)
+    if not p or p >= R.rb then return nil end
+    if (p - 5) % 4 == 0 then return (p - 5) / 4 + 1 end
+    from = p + 1
+  end
+end
 -- rid_locate returns the roster index (1-based) of rank id rid, or nil, trying index hint first: a lease
 -- remembers where its rank stood when booked and the roster only changes on registration and removal, so
 -- the hint almost always holds. Without the roster parsed this costs two GETRANGEs (its count, the
@@ -342,7 +355,7 @@ end
 
 -- roster_insert adds a NEW worker's ranks (w: its record, already in wz and wk) to the roster without
 -- decoding it: the ranks go where wz's order puts them (before the first rank of the next worker in wz,
--- found by ZRANK/ZRANGE and the C-level rid_index search), records and slots are spliced in, the worker's
+-- found by ZRANK/ZRANGE and the C-level slot_index search), records and slots are spliced in, the worker's
 -- strings are appended to the strings area (existing offsets are relative to its start and stay valid),
 -- and the loads string gets zero loads at the same position. Registration thus costs O(1) Lua work plus
 -- O(roster bytes) of string copying (memcpy) instead of roster_rebuild's decode and re-encode of every
@@ -358,7 +371,7 @@ local function roster_insert(wid, w)
   local nxt = redis.call('ZRANGE', K_WZ, k + 1, k + 1)[1]
   if nxt then
     local nw = cmsgpack.unpack(redis.call('HGET', K_WK, nxt))
-    local at = nw[W.DP] > 0 and rid_index(nw[W.RIDS][1])
+    local at = nw[W.DP] > 0 and slot_index(nw[W.SLOTS][1])
     if not at then return roster_rebuild({[wid] = w}) end
     p = at - 1
   end

@@ -329,10 +329,20 @@ if mode == 'explain' or temp > 0 then
     if not CREASON or CREASON[i] == '' then nc = nc + 1; COSTS[nc] = cost; CIDX[nc] = i end
   end
 else
+  -- A candidate holding none of the prompt costs cost_of's no-overlap arithmetic, inlined (same
+  -- operations in the same order: credit is +0 there and never subtracted), so the per-candidate work of
+  -- the common case is a few table reads and no call.
   TIES = {}
   for i = 1, N do
     if not CREASON or CREASON[i] == '' then
-      local cost = cost_of(i)
+      local cost
+      if OV[SL[i]] then cost = cost_of(i)
+      else
+        local j = 3 * i
+        local prefill = (LV[j - 2] + isl) / bs
+        if prefill < 0 then prefill = 0 end
+        cost = pls * prefill + (LV[j - 1] + required) + rw * LV[j]
+      end
       if not CMIN or cost < CMIN then CMIN = cost; TIES = {i}
       elseif cost == CMIN then TIES[#TIES + 1] = i end
     end
