@@ -391,8 +391,7 @@ end
 -- loads string does not match the roster.
 local function roster_insert(wid, w)
   local R = ros()
-  local lds = redis.call('GET', K_LD) or ''
-  if #lds ~= 24 * R.n or w[W.DP] == 0 then return roster_rebuild({[wid] = w}) end
+  if redis.call('STRLEN', K_LD) ~= 24 * R.n or w[W.DP] == 0 then return roster_rebuild({[wid] = w}) end
   local p = R.n   -- candidates before the new ranks
   local k = redis.call('ZRANK', K_WZ, wid)
   local nxt = redis.call('ZRANGE', K_WZ, k + 1, k + 1)[1]
@@ -420,7 +419,12 @@ local function roster_insert(wid, w)
       .. string.sub(s, R.str) .. wid .. w[W.URL]
   end
   redis.call('SET', K_ROSTER, out)
-  redis.call('SET', K_LD, string.sub(lds, 1, 24 * p) .. string.rep('\0', 24 * dp) .. string.sub(lds, 24 * p + 1))
+  if p == n then
+    redis.call('APPEND', K_LD, string.rep('\0', 24 * dp))   -- the new worker sorts last: no read of lv
+  else
+    local lds = redis.call('GET', K_LD)
+    redis.call('SET', K_LD, string.sub(lds, 1, 24 * p) .. string.rep('\0', 24 * dp) .. string.sub(lds, 24 * p + 1))
+  end
   ros_written(out, n2)
 end
 
