@@ -19,7 +19,7 @@
 --                    requests (f64 each; a rank id is alive iff it is in the roster)
 --   6 fence   HASH   "e"..rid epoch, "i"..rid last event id (20 zero-padded digits), "g"..rid degraded
 --   7 sc      HASH   counters: "slot", "rid", "sgen", "rc" (reclaim cursor), "h"..slot held blocks, "rv" the
---                    roster's stamp (see ros), "rvn" the stamp counter
+--                    roster's stamp (see ros), "rvn" its counter, "lvs" the loads' stamp (lv_touch), "lvn" its counter
 --   8 orph    HASH   slot -> held blocks whose parent is not held (only non-zero entries)
 --   9 nd      HASH   slot -> held blocks without the device tier (only non-zero entries)
 --  10 dead    LIST   index slots awaiting incremental reclamation
@@ -51,6 +51,7 @@ local LAYOUT = '2'
 local K_CFG, K_ROSTER, K_WK, K_SEEN, K_LD, K_FENCE, K_SC, K_ORPH, K_ND, K_DEAD, K_LS, K_LX, K_SS, K_SX, K_E, K_G, K_S, K_WZ
 local K_HC, K_HU, K_SY
 local ROS, EC, CNT   -- per-call caches (roster, event-index entries, counter deltas), reset by bind
+local LVW, LVSTAMP   -- this call's loads memo and stamp after its first loads write (lv_touch); LVW false: none
 
 -- bind starts a call: the pool's key names (KEYS as statestore.PoolKeys builds them) and fresh caches.
 local function bind(keys)
@@ -59,6 +60,7 @@ local function bind(keys)
     keys[13], keys[14], keys[15], keys[16], keys[17], keys[18]
   K_HC, K_HU, K_SY = keys[19], keys[20], keys[21]
   ROS, EC, CNT = nil, {}, {h = {}, o = {}, n = {}}
+  LVW, LVSTAMP = nil, nil
 end
 
 -- layout_reply is the reply for a pool whose cfg records layout v (nil: none recorded).
@@ -100,7 +102,7 @@ local CFG_FMT = nil
 -- can never hit a stale entry (and one Redis holding many pools only costs memo space). Parsed forms are
 -- read-only for callers. Bounded: a memo is emptied when it reaches MEMO.cap entries.
 -- MEMO.cfg: cfg 'bin' -> knobs table; MEMO.ros: roster string -> parsed roster (ros()); MEMO.n_*: sizes.
-local MEMO = {cap = 64, cfg = {}, n_cfg = 0, ros = {}, n_ros = 0}
+local MEMO = {cap = 64, cfg = {}, n_cfg = 0, ros = {}, n_ros = 0, lv = {}, n_lv = 0}
 
 -- cfg_get returns the pool's knobs as numbers, or nil and the operation's reply when the pool does not
 -- exist or was written by another layout (pool_check's replies). One HMGET (the packed knobs and the
@@ -328,6 +330,53 @@ local function rid_locate(rid, hint)
   end
   return rid_index(rid)
 end
+-- Loads memo (MEMO.lv): route's parsed loads column (LV: 3 numbers per candidate), kept across calls under
+-- a loads stamp, sc field 'lvs' (server TIME µs ‖ per-pool counter 'lvn', so never reused). Every call that
+-- writes lv first calls lv_touch, which writes a NEW stamp before any write (a call aborted later leaves
+-- a stamp no memo has) and moves the memo, if this node holds one for the old stamp, to the new stamp;
+-- the call then applies each write to the memo too (lv_set), with the very numbers it writes to Redis.
+-- A route whose stamp finds a memo of the right size reads no loads from Redis (GET lv + unpack of the
+-- whole column: ~500 µs at 4,096 ranks). Wholesale writes (roster_rebuild, roster_insert) drop the memo.
+local function lv_key(stamp) return K_LD .. '\0' .. stamp end
+local function lv_touch()
+  if LVW ~= nil then return LVW end
+  local old = redis.call('HGET', K_SC, 'lvs')
+  local t = redis.call('TIME')
+  local stamp = t[1] .. '.' .. t[2] .. '.' .. redis.call('HINCRBY', K_SC, 'lvn', 1)
+  redis.call('HSET', K_SC, 'lvs', stamp)
+  LVSTAMP = stamp
+  local m = old and MEMO.lv[lv_key(old)] or false
+  if m then
+    MEMO.lv[lv_key(old)] = nil
+    MEMO.lv[lv_key(stamp)] = m
+  end
+  LVW = m
+  return m
+end
+-- lv_memo_get returns the memoized loads column for the current stamp (size 3·n) or nil, and the stamp.
+local function lv_memo_get(n)
+  local stamp = redis.call('HGET', K_SC, 'lvs')
+  if not stamp then return nil, nil end
+  local m = MEMO.lv[lv_key(stamp)]
+  if m and #m == 3 * n then return m, stamp end
+  return nil, stamp
+end
+local function lv_memo_put(stamp, m)
+  if MEMO.n_lv >= MEMO.cap then MEMO.lv, MEMO.n_lv = {}, 0 end
+  MEMO.lv[lv_key(stamp)], MEMO.n_lv = m, MEMO.n_lv + 1
+end
+-- lv_set writes candidate i's loads to lv (and to this call's memo).
+local function lv_set(i, p, d, r)
+  local m = lv_touch()
+  redis.call('SETRANGE', K_LD, (i - 1) * 24, struct.pack('>ddd', p, d, r))
+  if m then m[3 * i - 2], m[3 * i - 1], m[3 * i] = p, d, r end
+end
+-- lv_replaced drops the memo before lv is rewritten wholesale.
+local function lv_replaced()
+  lv_touch()
+  MEMO.lv[lv_key(LVSTAMP)] = nil
+  LVW = false
+end
 -- ld_read / ld_add: one candidate's loads (prefill tokens, decode blocks, requests).
 local function ld_read(i)
   local off = (i - 1) * 24
@@ -337,7 +386,7 @@ local function ld_read(i)
 end
 local function ld_add(i, a, b, c)
   local p, d, r = ld_read(i)
-  redis.call('SETRANGE', K_LD, (i - 1) * 24, struct.pack('>ddd', p + a, d + b, r + c))
+  lv_set(i, p + a, d + b, r + c)
 end
 
 -- roster_rebuild writes the candidate list from wz + wk (wkc: optional cache of changed worker records),
@@ -350,6 +399,7 @@ local function roster_rebuild(wkc)
     local rid = struct.unpack('>I4', old.s, old.rb + (i - 1) * RW + ROFF.RID)
     oldl[rid] = string.sub(lds, (i - 1) * 24 + 1, i * 24)
   end
+  lv_replaced()
   local ids = redis.call('ZRANGE', K_WZ, 0, -1)
   local recs, strs, lv, sl = {}, {}, {}, {}
   local soff = 0
@@ -392,6 +442,7 @@ end
 local function roster_insert(wid, w)
   local R = ros()
   if redis.call('STRLEN', K_LD) ~= 24 * R.n or w[W.DP] == 0 then return roster_rebuild({[wid] = w}) end
+  lv_replaced()
   local p = R.n   -- candidates before the new ranks
   local k = redis.call('ZRANK', K_WZ, wid)
   local nxt = redis.call('ZRANGE', K_WZ, k + 1, k + 1)[1]

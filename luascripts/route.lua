@@ -226,10 +226,15 @@ if cfg.wttl > 0 then
 end
 local function is_live(wid) return cfg.wttl == 0 or now < (seen[wid] or 0) + cfg.wttl end
 -- Loads of every candidate, one GET: LV[3i-2..3i] = prefill tokens, decode blocks, requests.
-local LV = nil
-if N > 0 then
+-- (memoized across calls under the loads stamp, lv_touch in lib.lua; this call's own releases above have
+-- already been applied to it). The memo is read-only until the booking below.
+local LV, lvstamp = lv_memo_get(N)
+if not LV and N > 0 then
   local lvs = redis.call('GET', K_LD) or ''
-  if #lvs == 24 * N then LV = bulk_unpack(lvs, 1, N, 'ddd', 3, 0) end
+  if #lvs == 24 * N then
+    LV = bulk_unpack(lvs, 1, N, 'ddd', 3, 0)
+    if lvstamp then lv_memo_put(lvstamp, LV) end
+  end
 end
 if not LV then LV = {}; for j = 1, 3 * N do LV[j] = 0 end end
 local MN = (bpf > 0) and rcol(ROFF.MNBT, 'd', 8) or nil
@@ -471,7 +476,8 @@ local slot, rid, crank, _, _, ckve, cwid, curl = rrec(chosen)
 local dev, _, _, depth = effective(OV[slot])
 local booked = isl - dev * bs
 if booked < 0 then booked = 0 end
-redis.call('SETRANGE', K_LD, (chosen - 1) * 24, struct.pack('>ddd', LV[3 * chosen - 2] + booked, LV[3 * chosen - 1] + required, LV[3 * chosen] + 1))
+local chosen_cost = cost_of(chosen)   -- before the booking changes LV (it may be the memo)
+lv_set(chosen, LV[3 * chosen - 2] + booked, LV[3 * chosen - 1] + required, LV[3 * chosen] + 1)
 if HO and HO[cwid] then
   local h = HO[cwid]
   redis.call('HSET', K_HU, cwid, struct.pack('>ddd', h[1], now + h[2], h[2]))
@@ -534,4 +540,4 @@ if ttl > 0 and D > 0 then
   end
   if #zargs > 0 then redis.call('ZADD', K_SX, unpack(zargs)) end
 end
-return {'ok', cwid, crank, curl, depth, required, f17((cost_of(chosen))), shit and 1 or 0}
+return {'ok', cwid, crank, curl, depth, required, f17(chosen_cost), shit and 1 or 0}
