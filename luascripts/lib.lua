@@ -346,10 +346,8 @@ local function lv_touch()
   redis.call('HSET', K_SC, 'lvs', stamp)
   LVSTAMP = stamp
   local m = old and MEMO.lv[lv_key(old)] or false
-  if m then
-    MEMO.lv[lv_key(old)] = nil
-    MEMO.lv[lv_key(stamp)] = m
-  end
+  if m then MEMO.lv[lv_key(old)] = nil end
+  MEMO.lv[lv_key(stamp)] = m or nil   -- (also clears any entry under the new stamp: belt and braces)
   LVW = m
   return m
 end

@@ -114,3 +114,58 @@ func TestRedisRosterSpliceAndLeaseHint(t *testing.T) {
 	}
 	compareWorkers("after every release")
 }
+
+// TestRedisMemosAfterRecreate: the roster and loads memos live in the Functions library across calls,
+// keyed by stamps in the pool's `sc` hash. `pool recreate` deletes that hash (its counters restart), so a
+// recreated pool with the same workers must not meet the old pool's memos: its loads start at zero and
+// its decisions match a fresh memory store's.
+func TestRedisMemosAfterRecreate(t *testing.T) {
+	srv := sharedRedis(t)
+	ctx := context.Background()
+	rs := newRedisStore(t, srv.Addr())
+	cfg := statestore.DefaultPoolConfig(16)
+	setup := func(s statestore.Store) {
+		if err := s.PutPool(ctx, "p", cfg); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []string{"w1", "w2", "w3"} {
+			if err := s.PutWorker(ctx, "p", statestore.WorkerSpec{WorkerID: id, URL: "http://" + id, DPSize: 2}, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	setup(rs)
+	for i := 0; i < 8; i++ { // leave loads booked: the memo holds non-zero loads
+		if _, err := rs.Route(ctx, statestore.RouteRequest{Pool: "p", RequestID: fmt.Sprintf("old%d", i), ISL: 100, Random: 0.3, NowMs: 2}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := rs.RecreatePool(ctx, "p"); err != nil {
+		t.Fatal(err)
+	}
+	mem := statestore.NewMemory()
+	setup(mem)
+	setup(rs)
+	for i := 0; i < 8; i++ {
+		req := statestore.RouteRequest{Pool: "p", RequestID: fmt.Sprintf("new%d", i), ISL: int64(16 * (i + 1)), Random: 0.7, NowMs: 3}
+		a, err := mem.Route(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := rs.Route(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(a, b) {
+			t.Fatalf("%s after recreate: redis %+v, memory %+v", req.RequestID, b, a)
+		}
+	}
+	wm, _ := mem.Workers(ctx, "p", 3)
+	wr, err := rs.Workers(ctx, "p", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(wm, wr) {
+		t.Fatalf("workers after recreate:\nredis  %+v\nmemory %+v", wr, wm)
+	}
+}
