@@ -4,7 +4,8 @@
 -- KEYS: the pool's key list (see lib.lua; the body starts with bind(KEYS)).
 -- ARGV: [1] op: 'prefill_done' | 'done' | 'renew'  [2] now, ms  [3] request id.
 -- Reply: {'unknown_pool'} | {'layout_mismatch', found layout} | {'ok', 1 if the lease existed else 0}.
--- Complexity: O(expired leases) + O(1).
+-- Complexity: O(expired leases) + O(1): the rank's loads are found by the lease's roster-index hint
+-- (rid_locate: two GETRANGEs), the whole roster is read only when the roster changed since the booking.
 bind(KEYS)
 local op, now, id = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local lttl = nil   -- the pool's lease_ttl_ms, read (with every knob) only to renew
@@ -21,7 +22,7 @@ local lp = redis.call('HGET', K_LS, id)
 if not lp then return {'ok', 0} end
 local l = cmsgpack.unpack(lp)
 if op == 'prefill_done' then
-  local i = rid_index(l[L.RID])
+  local i = rid_locate(l[L.RID], l[L.IDX])
   if i then ld_add(i, 0 - l[L.PREFILL], 0, 0) end
   l[L.PREFILL] = 0
   redis.call('HSET', K_LS, id, cmsgpack.pack(l))

@@ -20,7 +20,8 @@
 --        {{wid, rank, dev, host, disk, event, soft, depth, credit, prefill, decode, requests, cost, reason, url}...}}
 --   | {'scores', {wid, rank, blocks}...}
 -- Complexity: O(D/32 + W·log 32) bucket HGETs on prefix-closed data (+ O(D) per rank with orphans or
--- non-device tiers), O(W) candidate work (roster `ro` and loads `lv` are one GET each, unpacked in bulk;
+-- non-device tiers), O(W) candidate work (loads `lv` one GET, unpacked in bulk; roster `ro` memoized by its stamp, one GET
+-- only after it changed;
 -- worker ids/urls sliced only where needed), holder tests by record-aligned string.find of the 4-byte slot
 -- (only position 0's records are decoded), O(expired leases) releases, bounded reclamation (one ZCARD of sx
 -- skips the soft sweep and the soft layer when the pool has no soft entries); query hashes are sliced only at
@@ -225,10 +226,15 @@ if cfg.wttl > 0 then
 end
 local function is_live(wid) return cfg.wttl == 0 or now < (seen[wid] or 0) + cfg.wttl end
 -- Loads of every candidate, one GET: LV[3i-2..3i] = prefill tokens, decode blocks, requests.
-local LV = nil
-if N > 0 then
+-- (memoized across calls under the loads stamp, lv_touch in lib.lua; this call's own releases above have
+-- already been applied to it). The memo is read-only until the booking below.
+local LV, lvstamp = lv_memo_get(N)
+if not LV and N > 0 then
   local lvs = redis.call('GET', K_LD) or ''
-  if #lvs == 24 * N then LV = bulk_unpack(lvs, 1, N, 'ddd', 3, 0) end
+  if #lvs == 24 * N then
+    LV = bulk_unpack(lvs, 1, N, 'ddd', 3, 0)
+    if lvstamp then lv_memo_put(lvstamp, LV) end
+  end
 end
 if not LV then LV = {}; for j = 1, 3 * N do LV[j] = 0 end end
 local MN = (bpf > 0) and rcol(ROFF.MNBT, 'd', 8) or nil
@@ -329,10 +335,20 @@ if mode == 'explain' or temp > 0 then
     if not CREASON or CREASON[i] == '' then nc = nc + 1; COSTS[nc] = cost; CIDX[nc] = i end
   end
 else
+  -- A candidate holding none of the prompt costs cost_of's no-overlap arithmetic, inlined (same
+  -- operations in the same order: credit is +0 there and never subtracted), so the per-candidate work of
+  -- the common case is a few table reads and no call.
   TIES = {}
   for i = 1, N do
     if not CREASON or CREASON[i] == '' then
-      local cost = cost_of(i)
+      local cost
+      if OV[SL[i]] then cost = cost_of(i)
+      else
+        local j = 3 * i
+        local prefill = (LV[j - 2] + isl) / bs
+        if prefill < 0 then prefill = 0 end
+        cost = pls * prefill + (LV[j - 1] + required) + rw * LV[j]
+      end
       if not CMIN or cost < CMIN then CMIN = cost; TIES = {i}
       elseif cost == CMIN then TIES[#TIES + 1] = i end
     end
@@ -460,7 +476,8 @@ local slot, rid, crank, _, _, ckve, cwid, curl = rrec(chosen)
 local dev, _, _, depth = effective(OV[slot])
 local booked = isl - dev * bs
 if booked < 0 then booked = 0 end
-redis.call('SETRANGE', K_LD, (chosen - 1) * 24, struct.pack('>ddd', LV[3 * chosen - 2] + booked, LV[3 * chosen - 1] + required, LV[3 * chosen] + 1))
+local chosen_cost = cost_of(chosen)   -- before the booking changes LV (it may be the memo)
+lv_set(chosen, LV[3 * chosen - 2] + booked, LV[3 * chosen - 1] + required, LV[3 * chosen] + 1)
 if HO and HO[cwid] then
   local h = HO[cwid]
   redis.call('HSET', K_HU, cwid, struct.pack('>ddd', h[1], now + h[2], h[2]))
@@ -486,7 +503,7 @@ if cfg.sttl > 0 and session ~= '' then
     lsess, lgen = session, s[S.GEN]
   end
 end
-redis.call('HSET', K_LS, reqid, cmsgpack.pack({rid, booked, required, expiry, lsess, lgen}))   -- L_* order
+redis.call('HSET', K_LS, reqid, cmsgpack.pack({rid, booked, required, expiry, lsess, lgen, chosen}))   -- L_* order
 redis.call('ZADD', K_LX, expiry, reqid)
 local ttl = cfg.pttl
 local kve = ckve
@@ -523,4 +540,4 @@ if ttl > 0 and D > 0 then
   end
   if #zargs > 0 then redis.call('ZADD', K_SX, unpack(zargs)) end
 end
-return {'ok', cwid, crank, curl, depth, required, f17((cost_of(chosen))), shit and 1 or 0}
+return {'ok', cwid, crank, curl, depth, required, f17(chosen_cost), shit and 1 or 0}
