@@ -11,10 +11,13 @@
 package luascripts
 
 import (
+	"crypto/sha256"
 	"embed"
+	"encoding/hex"
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 //go:embed *.lua
@@ -65,12 +68,34 @@ var (
 	All = []Script{ApplyEvents, ResolveParents, Route, Lease, PutPool, PutWorker, RemoveWorker, Workers, ReportForward, Migrate}
 )
 
-// LibraryName is the Functions library holding every operation of this layout.
-func LibraryName() string { return fmt.Sprintf("kvrouter_v%d", Layout) }
+// LibraryName is the Functions library holding every operation of this build: kvrouter_v<Layout>_<digest>.
+//
+// Why a digest of the sources in the name: a node keeps whatever library it loaded first, and calls
+// reload only on "Function not found". With the layout alone in the name, a new build with changed
+// scripts but the same layout would silently keep running the old build's code on every node that had
+// it (and a benchmark would measure the old scripts). With the digest, a changed script is a new library
+// and new function names: the first call of the new build loads it, and two builds of one layout can
+// share a server during a rolling upgrade, each running its own code. Old libraries stay until deleted
+// (docs/REDIS.md "Functions": FUNCTION LIST / FUNCTION DELETE).
+func LibraryName() string { return fmt.Sprintf("kvrouter_v%d_%s", Layout, SourceDigest()) }
 
 // Function is the name s is registered under (function names are global across libraries, so the
-// layout is part of it).
-func (s Script) Function() string { return fmt.Sprintf("kvr%d_%s", Layout, s.Name) }
+// layout and the sources' digest are part of it).
+func (s Script) Function() string { return fmt.Sprintf("kvr%d_%s_%s", Layout, SourceDigest(), s.Name) }
+
+var sourceDigest = sync.OnceValue(func() string {
+	h := sha256.New()
+	h.Write([]byte(Prelude()))
+	for _, s := range All {
+		body, _ := s.Body() // embedded: cannot fail
+		fmt.Fprintf(h, "\x00%s\x00%s", s.Name, body)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:10]
+})
+
+// SourceDigest is the first 10 hex digits of the SHA-256 of the prelude and every operation's file (with
+// its name): it changes whenever any script does.
+func SourceDigest() string { return sourceDigest() }
 
 // Body returns the operation's own file.
 func (s Script) Body() (string, error) {
