@@ -14,13 +14,20 @@ const sentinelMaster = "mymaster"
 
 // sentinelConf monitors redis-a by hostname (quorum 2 of 3) and announces hostnames, so that clients
 // in other containers follow the primary by name through Docker's DNS.
+//
+// down-after-milliseconds is 5000, not 1000: Sentinel refuses to promote a replica whose link to the
+// primary has been down longer than (time since the primary was marked down) + 10 down-after periods.
+// On a loaded 2-core box a sentinel stalled for 2 s enters TILT mode for 30 s, which delays marking the
+// primary down by up to 30 s; with 1000 ms (10 s of slack) the replica then stays "no good" forever
+// (seen in a CI run: TILT right before the kill, then -failover-abort-no-good-slave every 20 s for 3
+// min). 5000 ms gives 50 s of slack, at the cost of ~4 s more outage in the measured failover.
 const sentinelConf = `port 26379
 bind 0.0.0.0
 protected-mode no
 sentinel resolve-hostnames yes
 sentinel announce-hostnames yes
 sentinel monitor ` + sentinelMaster + ` redis-a 6379 2
-sentinel down-after-milliseconds ` + sentinelMaster + ` 1000
+sentinel down-after-milliseconds ` + sentinelMaster + ` 5000
 sentinel failover-timeout ` + sentinelMaster + ` 10000
 sentinel parallel-syncs ` + sentinelMaster + ` 1
 `
