@@ -106,13 +106,21 @@ func (s Script) Body() (string, error) {
 	return string(b), nil
 }
 
-// Source returns one operation as a self-contained EVAL script: Prelude followed by the operation's file.
+// Source returns one operation as a self-contained EVAL script: Prelude followed by the operation's file
+// (WrapBody).
 func Source(name string) (string, error) {
 	body, err := Script{Name: name}.Body()
 	if err != nil {
 		return "", err
 	}
-	return Prelude() + "\n" + string(body), nil
+	return Prelude() + "\n" + WrapBody(string(body)), nil
+}
+
+// WrapBody wraps an operation's file as the library does (a function of KEYS and ARGV, called once), so
+// its top-level locals live in their own function: Lua 5.1 allows 200 locals per function, and the
+// prelude's plus route's together exceed that in one EVAL main chunk.
+func WrapBody(body string) string {
+	return "local function kvr_op(KEYS, ARGV)\n" + body + "\nend\nreturn kvr_op(KEYS, ARGV)\n"
 }
 
 // Library returns the Functions library source (FUNCTION LOAD REPLACE): the shebang naming it, Prelude,

@@ -14,6 +14,7 @@
 # Env:   KVROUTER_TEST_SETUP=skip   check nothing, install nothing (tests whose tools are missing then
 #                                   skip, and `make test` lists them at the end; under CI they fail)
 #        KVROUTER_REDIS_SERVER, KVROUTER_REDIS_CLI   binaries to use instead of PATH's (see testredis)
+#        KVROUTER_PYTHON   the python3 whose jinja2 the parity test uses (default /usr/bin/python3)
 # Exit:  0 all present (or installed now); 1 something is missing and was not installed.
 set -euo pipefail
 
@@ -35,9 +36,13 @@ fi
 have() { command -v "$1" >/dev/null 2>&1; }
 has_redis_server() { [[ -n "${KVROUTER_REDIS_SERVER:-}" ]] || have redis-server; }
 has_redis_cli() { [[ -n "${KVROUTER_REDIS_CLI:-}" ]] || have redis-cli; }
-# The chat-template parity test runs Debian's /usr/bin/python3 (not whatever python3 comes first on PATH,
-# e.g. a pyenv shim that may have its own jinja2), so that is the interpreter checked here.
-jinja2_python() { if [[ -x /usr/bin/python3 ]]; then echo /usr/bin/python3; else command -v python3; fi; }
+# The chat-template parity test runs $KVROUTER_PYTHON, by default Debian's /usr/bin/python3 (not whatever
+# python3 comes first on PATH, e.g. a pyenv shim with its own jinja2), so that is the interpreter checked.
+jinja2_python() {
+  if [[ -n "${KVROUTER_PYTHON:-}" ]]; then echo "$KVROUTER_PYTHON"
+  elif [[ -x /usr/bin/python3 ]]; then echo /usr/bin/python3
+  else command -v python3; fi
+}
 has_jinja2() { local py; py=$(jinja2_python) && [[ -n "$py" ]] && "$py" -c 'import jinja2' >/dev/null 2>&1; }
 
 # missing prints the packages whose tools are absent, one per line.

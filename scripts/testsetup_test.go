@@ -32,7 +32,8 @@ func runSetup(t *testing.T, dir string, env []string, args ...string) (int, stri
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bash, append([]string{"test-setup.sh"}, args...)...)
-	cmd.Env = append([]string{"PATH=" + dir, "HOME=" + t.TempDir()}, env...)
+	// KVROUTER_PYTHON=python3: the stub python3 on PATH stands for the interpreter the parity test runs.
+	cmd.Env = append([]string{"PATH=" + dir, "HOME=" + t.TempDir(), "KVROUTER_PYTHON=python3"}, env...)
 	out, err := cmd.CombinedOutput()
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {

@@ -199,5 +199,7 @@ func routeScriptVariant(pair string) (string, error) {
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return "", fmt.Errorf("--route-script: %w", err)
 	}
-	return string(prelude) + "\n" + string(lib) + "\n" + string(body), nil
+	// The body runs as a function of its own, as luascripts.WrapBody and the library do (Lua's limit of 200
+	// locals per function); written out here so this file needs nothing from package luascripts.
+	return string(prelude) + "\n" + string(lib) + "\nlocal function kvr_op(KEYS, ARGV)\n" + string(body) + "\nend\nreturn kvr_op(KEYS, ARGV)\n", nil
 }

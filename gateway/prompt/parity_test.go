@@ -143,7 +143,10 @@ func TestTemplateGolden(t *testing.T) {
 // TestTemplateParityWithPython renders every case with Python's jinja2 configured as transformers
 // does (testdata/oracle.py) and requires byte-identical output, errors included.
 func TestTemplateParityWithPython(t *testing.T) {
-	python := "/usr/bin/python3"
+	python := "/usr/bin/python3" // Debian's, with python3-jinja2 (scripts/test-setup.sh checks the same one)
+	if p := os.Getenv("KVROUTER_PYTHON"); p != "" {
+		python = p
+	}
 	if err := exec.Command(python, "-c", "import jinja2").Run(); err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("python3-jinja2 is needed in CI (apt-get install python3-jinja2): %v", err)
