@@ -77,22 +77,14 @@ func RunIngest(ctx context.Context, open func() (statestore.Store, error), o Ing
 		return rep, errors.New("workers, blocks, chain, replicas, clients and repeat must be > 0")
 	}
 	b := NewSyntheticIndex(o.Workers, o.Blocks, o.Chain, o.Replicas)
-	for r := 1; r <= o.Repeat; r++ {
-		st, err := open()
-		if err != nil {
-			return rep, err
-		}
-		rep.Store = st.Name()
+	var err error
+	rep.Runs, rep.Store, err = freshRuns(ctx, open, o.Repeat, func(st statestore.Store, repeat int) (IngestRun, error) {
 		run, err := ingestRun(ctx, st, b, o.Clients)
-		if derr := dropNamespace(ctx, st); err == nil {
-			err = derr
-		}
-		st.Close()
-		if err != nil {
-			return rep, err
-		}
-		run.Repeat = r
-		rep.Runs = append(rep.Runs, run)
+		run.Repeat = repeat
+		return run, err
+	})
+	if err != nil {
+		return rep, err
 	}
 	col := func(f func(IngestRun) float64) Summary {
 		var xs []float64

@@ -77,22 +77,14 @@ func RunRegister(ctx context.Context, open func() (statestore.Store, error), o R
 	if o.Workers <= 0 || o.Slice <= 0 || o.Repeat < 0 {
 		return rep, errors.New("workers, slice and repeat must be > 0")
 	}
-	for r := 1; r <= o.Repeat; r++ {
-		st, err := open()
-		if err != nil {
-			return rep, err
-		}
-		rep.Store = st.Name()
+	var err error
+	rep.Runs, rep.Store, err = freshRuns(ctx, open, o.Repeat, func(st statestore.Store, repeat int) (RegisterRun, error) {
 		run, err := registerRun(ctx, st, o)
-		if derr := dropNamespace(ctx, st); err == nil {
-			err = derr
-		}
-		st.Close()
-		if err != nil {
-			return rep, err
-		}
-		run.Repeat = r
-		rep.Runs = append(rep.Runs, run)
+		run.Repeat = repeat
+		return run, err
+	})
+	if err != nil {
+		return rep, err
 	}
 	var loads []float64
 	for i := range rep.Runs[0].Slices {

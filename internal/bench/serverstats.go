@@ -63,6 +63,31 @@ func (p *phase) end(ctx context.Context) (d statestore.ServerStats, slow statest
 	return after.Sub(p.before), slow, true, err
 }
 
+// freshRuns makes n measurements, each on a store open returns (a fresh namespace): run(st, repeat) with
+// repeat counted from 1, then the namespace is dropped and the store closed, whether run failed or not.
+// It returns the runs and the store's name (for the report).
+func freshRuns[R any](ctx context.Context, open func() (statestore.Store, error), n int, run func(st statestore.Store, repeat int) (R, error)) ([]R, string, error) {
+	var runs []R
+	name := ""
+	for r := 1; r <= n; r++ {
+		st, err := open()
+		if err != nil {
+			return runs, name, err
+		}
+		name = st.Name()
+		res, err := run(st, r)
+		if derr := dropNamespace(ctx, st); err == nil {
+			err = derr
+		}
+		st.Close()
+		if err != nil {
+			return runs, name, err
+		}
+		runs = append(runs, res)
+	}
+	return runs, name, nil
+}
+
 // dropNamespace deletes a store's own namespace if it has one (a fresh benchmark namespace) and waits
 // for lazy frees, so the next measurement's memory baseline is settled.
 func dropNamespace(ctx context.Context, st statestore.Store) error {
