@@ -225,12 +225,12 @@ if cfg.wttl > 0 then
   for i = 1, #kv, 2 do seen[kv[i]] = tonumber(kv[i + 1]) end
 end
 local function is_live(wid) return cfg.wttl == 0 or now < (seen[wid] or 0) + cfg.wttl end
--- Loads of every candidate, one GET: LV[3i-2..3i] = prefill tokens, decode blocks, requests.
+-- Loads of every candidate (lv_all: one MGET of the loads chunks): LV[3i-2..3i] = prefill tokens, decode blocks, requests.
 -- (memoized across calls under the loads stamp, lv_touch in lib.lua; this call's own releases above have
 -- already been applied to it). The memo is read-only until the booking below.
 local LV, lvstamp = lv_memo_get(N)
 if not LV and N > 0 then
-  local lvs = redis.call('GET', K_LD) or ''
+  local lvs = lv_all()
   if #lvs == 24 * N then
     LV = bulk_unpack(lvs, 1, N, 'ddd', 3, 0)
     if lvstamp then lv_memo_put(lvstamp, LV) end

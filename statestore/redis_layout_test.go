@@ -13,6 +13,7 @@ import (
 
 	"github.com/kvrouter/kvrouter/blockhash"
 	"github.com/kvrouter/kvrouter/internal/testredis"
+	"github.com/kvrouter/kvrouter/luascripts"
 	"github.com/kvrouter/kvrouter/statestore"
 )
 
@@ -72,7 +73,7 @@ func checkMismatch(t *testing.T, op string, err error) {
 		t.Errorf("%s: code %q", op, code)
 	}
 	msg := err.Error()
-	for _, want := range []string{"key layout 1", "layout 2", "pool migrate", "pool recreate"} {
+	for _, want := range []string{"key layout 1", "layout " + strconv.Itoa(luascripts.Layout), "pool migrate", "pool recreate"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("%s: %q does not say %q", op, msg, want)
 		}
@@ -111,7 +112,8 @@ func routeW0(t *testing.T, st statestore.Store, pool string, now int64) {
 }
 
 // TestRedisLayoutMismatchMigrate: a pool written by the layout-1 scripts answers layout_mismatch to every
-// operation of this layout (never a silent miss); `pool migrate` brings it to layout 2 and routing works.
+// operation of this layout (never a silent miss); `pool migrate` brings it to this layout (3: through
+// layout 2's data, converting the roster into chunks) and routing works.
 func TestRedisLayoutMismatchMigrate(t *testing.T) {
 	srv := sharedRedis(t)
 	ctx := context.Background()
@@ -137,8 +139,8 @@ func TestRedisLayoutMismatchMigrate(t *testing.T) {
 	if err != nil || from != "1" {
 		t.Fatalf("migrate: from %q, %v", from, err)
 	}
-	if from, err := st.MigratePool(ctx, "old"); err != nil || from != "2" {
-		t.Fatalf("migrate again: from %q, %v (want a no-op from 2)", from, err)
+	if from, err := st.MigratePool(ctx, "old"); err != nil || from != strconv.Itoa(luascripts.Layout) {
+		t.Fatalf("migrate again: from %q, %v (want a no-op from %d)", from, err, luascripts.Layout)
 	}
 	got, err := st.GetPool(ctx, "old")
 	if err != nil || got.BlockSize != 16 || got.LeaseTTLMs != cfg.LeaseTTLMs {
