@@ -206,20 +206,19 @@ local function new_stamp()
   local t = redis.call('TIME')
   return t[1] .. '.' .. t[2] .. '.' .. redis.call('HINCRBY', K_SC, 'rvn', 1)
 end
-local function ros_empty() return {era = '', k = 0, n = 0, cid = {}, cn = {}, st = {}, fw = {}, ent = {}, ch = {}} end
--- dir_parse parses a directory string (see above) into {era, k chunks, n candidates, cid[c], cn[c] (its
--- count), st[c] (candidates before it), fw[c] (its first worker id), ent[c] (its raw entry), ch[c]
--- (parsed chunk, lazily: rch), slots/live (columns, lazily)}.
+local function ros_empty() return {ds = '', era = '', k = 0, n = 0, cid = {}, cn = {}, st = {}, fw = {}, off = {}, ch = {}} end
+-- dir_parse parses a directory string (see above) into {ds (the string), era, k chunks, n candidates,
+-- cid[c], cn[c] (its count), st[c] (candidates before it), fw[c] (its first worker id), off[c] (its
+-- entry's offset in ds), ch[c] (parsed chunk, lazily: rch), slots/live (columns, lazily)}.
 local function dir_parse(s)
   local R = ros_empty()
   local el = string.byte(s, 1)
-  R.era = string.sub(s, 2, 1 + el)
+  R.ds, R.era = s, string.sub(s, 2, 1 + el)
   local off = 2 + el
   while off <= #s do
     local cid, n, wl = struct.unpack('>I4I4I2', s, off)
     local k = R.k + 1
-    R.cid[k], R.cn[k], R.st[k], R.fw[k] = cid, n, R.n, string.sub(s, off + 10, off + 9 + wl)
-    R.ent[k] = string.sub(s, off, off + 9 + wl)
+    R.cid[k], R.cn[k], R.st[k], R.fw[k], R.off[k] = cid, n, R.n, string.sub(s, off + 10, off + 9 + wl), off
     R.k, R.n = k, R.n + n
     off = off + 10 + wl
   end
@@ -612,34 +611,59 @@ local function chunks_new(cands, a, b, list)
 end
 -- dir_entry is a directory entry's bytes.
 local function dir_entry(cid, n, fw) return struct.pack('>I4I4I2', cid, n, #fw) .. fw end
--- ros_commit writes the directory (era; list: entries {cid, n, fw, C (parsed chunk or nil), ent (raw
--- entry or nil)} in order), a new roster stamp, and memoizes the parsed directory and new chunks.
-local function ros_commit(era, list)
-  if #list == 0 then
+-- dir_publish makes R (complete: ds, era, arrays) the roster: SET ro (or DEL when empty), a new roster
+-- stamp, and the memo of R under it.
+local function dir_publish(R)
+  if R.k == 0 then
     redis.call('DEL', K_ROSTER)
     redis.call('HDEL', K_SC, 'rv')
     ROS = ros_empty()
     return
   end
-  local R = ros_empty()
-  R.era = era
-  local parts = {string.char(#era) .. era}
-  for k, e in ipairs(list) do
-    local ent = e.ent or dir_entry(e.cid, e.n, e.fw)
-    parts[k + 1] = ent
-    R.cid[k], R.cn[k], R.st[k], R.fw[k], R.ent[k], R.ch[k] = e.cid, e.n, R.n, e.fw, ent, e.C
-    R.k, R.n = k, R.n + e.n
-    if e.C and not e.ent then ch_memo(ch_key(R, k), e.C) end
-  end
-  local s = table.concat(parts)
-  redis.call('SET', K_ROSTER, s)
+  redis.call('SET', K_ROSTER, R.ds)
   local stamp = new_stamp()
   redis.call('HSET', K_SC, 'rv', stamp)
   ROS = R
-  ros_memo(K_ROSTER .. '\0' .. stamp .. '\0' .. #s, R)
+  ros_memo(K_ROSTER .. '\0' .. stamp .. '\0' .. #R.ds, R)
 end
--- old_entry is chunk c's directory entry kept as is.
-local function old_entry(R, c) return {cid = R.cid[c], n = R.cn[c], fw = R.fw[c], C = R.ch[c], ent = R.ent[c]} end
+-- dir_splice writes the directory of R with its chunks a..b (b = a - 1: none) replaced by list (new
+-- chunks {cid, n, fw, C} in order): unchanged entries are copied as byte ranges of the old directory
+-- string and as array slots (no per-entry parsing), the new chunks are memoized. O(W/CH) cheap steps.
+local function dir_splice(R, a, b, list)
+  local N = ros_empty()
+  N.era = R.era ~= '' and R.era or new_stamp()
+  local hdr = string.char(#N.era) .. N.era
+  local k, off = 0, #hdr + 1
+  for c = 1, a - 1 do
+    k = k + 1
+    N.cid[k], N.cn[k], N.st[k], N.fw[k], N.off[k], N.ch[k] = R.cid[c], R.cn[c], R.st[c], R.fw[c], R.off[c] - R.off[1] + off, R.ch[c]
+  end
+  if a > 1 then off = R.off[a] or (#R.ds + 1) end   -- (the era, so the header, is unchanged)
+  N.n = (a > 1) and (R.st[a - 1] + R.cn[a - 1]) or 0
+  local ents = {}
+  for _, e in ipairs(list) do
+    k = k + 1
+    local ent = struct.pack('>I4I4I2', e.cid, e.n, #e.fw) .. e.fw
+    ents[#ents + 1] = ent
+    N.cid[k], N.cn[k], N.st[k], N.fw[k], N.off[k], N.ch[k] = e.cid, e.n, N.n, e.fw, off, e.C
+    N.n, off = N.n + e.n, off + #ent
+    ch_memo(ch_key(N, k), e.C)
+  end
+  local rest = ''
+  if b < R.k then
+    local dn, doff = N.n - R.st[b + 1], off - R.off[b + 1]
+    for c = b + 1, R.k do
+      k = k + 1
+      N.cid[k], N.cn[k], N.st[k], N.fw[k], N.off[k], N.ch[k] = R.cid[c], R.cn[c], R.st[c] + dn, R.fw[c], R.off[c] + doff, R.ch[c]
+    end
+    N.n = N.n + R.st[R.k] + R.cn[R.k] - R.st[b + 1]
+    rest = string.sub(R.ds, R.off[b + 1])
+  end
+  N.k = k
+  local pre = (a > 1) and string.sub(R.ds, R.off[1], (R.off[a] or (#R.ds + 1)) - 1) or ''
+  N.ds = hdr .. pre .. table.concat(ents) .. rest
+  dir_publish(N)
+end
 -- ranks_of returns worker w's candidates (wid: its id), loads carried by rank id from old (rid -> loads).
 local function ranks_of(wid, w, old)
   local out = {}
@@ -671,16 +695,60 @@ local function roster_rebuild(wkc)
   end
   local list = {}
   for a = 1, #cands, CH do list[#list + 1] = chunk_new(cands, a, math.min(#cands, a + CH - 1)) end
-  ros_commit(old.k > 0 and old.era or new_stamp(), list)
+  local E = ros_empty()
+  E.era = old.era
+  dir_splice(E, 1, 0, list)
+end
+
+-- chunk_find returns how many candidates of chunk C sort before worker id wid (a binary search reading
+-- O(log CH) worker ids), and whether the next one is wid's.
+local function chunk_find(C, wid)
+  local lo, hi = 0, C.n   -- answer in [lo, hi]
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)   -- candidate mid + 1
+    local wo, wl = struct.unpack('>I4I4', C.s, C.rb + mid * RW + ROFF.WID)
+    if wid_lt(string.sub(C.s, C.str + wo, C.str + wo + wl - 1), wid) then lo = mid + 1 else hi = mid end
+  end
+  if lo >= C.n then return lo, false end
+  local wo, wl = struct.unpack('>I4I4', C.s, C.rb + lo * RW + ROFF.WID)
+  return lo, string.sub(C.s, C.str + wo, C.str + wo + wl - 1) == wid
+end
+-- chunk_splice writes chunk c of R with a new worker's candidates (new, one worker) inserted after its
+-- first p, as a new chunk: slots and records spliced in, the worker's strings appended to the strings
+-- area (existing offsets are relative to its start), zero loads spliced into its loads. O(1) Lua work
+-- and O(chunk bytes) copying. Returns the new chunk's entry.
+local function chunk_splice(R, c, p, new)
+  local C = rch(c)
+  local n, s = C.n, C.s
+  local soff = #s - C.str + 1
+  local x1 = new[1]
+  local sl, recs = {}, {}
+  for r, x in ipairs(new) do
+    sl[r] = struct.pack('>I4', x[1])
+    recs[r] = struct.pack(RREC, x[1], x[2], x[3], x[4], x[5], x[6], soff, #x1[7], soff + #x1[7], #x1[8])
+  end
+  local out = struct.pack('>I4', n + #new) .. string.sub(s, 5, 4 + 4 * p) .. table.concat(sl) .. string.sub(s, 5 + 4 * p, 4 + 4 * n)
+    .. string.sub(s, C.rb, C.rb + p * RW - 1) .. table.concat(recs) .. string.sub(s, C.rb + p * RW, C.str - 1)
+    .. string.sub(s, C.str) .. x1[7] .. x1[8]
+  local lv = redis.call('GET', K_LD .. ':' .. R.cid[c]) or ''
+  if #lv ~= 24 * n then lv = string.rep(zl(), n) end
+  lv = string.sub(lv, 1, 24 * p) .. string.rep(zl(), #new) .. string.sub(lv, 24 * p + 1)
+  local cid = redis.call('HINCRBY', K_SC, 'rcid', 1)
+  redis.call('SET', K_ROSTER .. ':' .. cid, out)
+  redis.call('SET', K_LD .. ':' .. cid, lv)
+  chunk_drop(R, c)
+  return {cid = cid, n = n + #new, fw = (p == 0) and x1[7] or R.fw[c], C = chunk_parse(out)}
 end
 
 -- roster_replace makes worker wid's ranks in the roster those of w (its record; nil: none, the worker
 -- left), keeping candidate order and carrying loads by rank id (new rank ids start at 0). It finds the
--- worker's run (or insertion point) by a binary search of the chunks' first worker ids, decodes only
--- the chunks holding it, splices, and writes them back as new chunks: split when over CH (a worker
--- appended after, or prepended before, a full chunk leaves it untouched and gets a chunk of its own),
--- merged with the next chunk when under CH/2 and both fit. O(CH + dp) Lua work and O(W/CH) directory
--- bytes, whatever the pool's size (a single worker of dp > CH ranks is O(dp)).
+-- worker's run (or insertion point) by a binary search of the chunks' first worker ids (chunk c0), then
+-- within c0 (chunk_find). A new worker whose ranks fit in c0 is spliced into it (chunk_splice: the common
+-- registration); one that does not fit, before or after all of c0, gets chunks of its own and c0 stays
+-- as it is. Otherwise (a known worker: removal, dp or spec change; or a split) the chunks holding the run
+-- are decoded, spliced and written back as new chunks of at most CH, merged with the next chunk when
+-- under CH/2 and both fit. The directory is rewritten by dir_splice. O(CH + dp) Lua work plus O(W/CH)
+-- cheap directory steps, whatever the pool's size.
 local function roster_replace(wid, w)
   local R = ros()
   lv_replaced()
@@ -692,6 +760,15 @@ local function roster_replace(wid, w)
   end
   local c1 = c0   -- the worker's run may continue into chunks that start with it
   while c1 < R.k and R.fw[c1 + 1] == wid do c1 = c1 + 1 end
+  if R.k > 0 and c1 == c0 and w and w[W.DP] > 0 then
+    local p, known = chunk_find(rch(c0), wid)
+    if not known then
+      local new = ranks_of(wid, w, {})
+      if R.cn[c0] + #new <= CH then return dir_splice(R, c0, c0, {chunk_splice(R, c0, p, new)}) end
+      if p == R.cn[c0] then return dir_splice(R, c0 + 1, c0, chunks_new(new, 1, #new, {})) end
+      if p == 0 then return dir_splice(R, c0, c0 - 1, chunks_new(new, 1, #new, {})) end
+    end
+  end
   local cands = {}
   if R.k > 0 then
     local keys = {}
@@ -705,28 +782,16 @@ local function roster_replace(wid, w)
   while b <= #cands and cands[b][7] == wid do b = b + 1 end
   local oldl = {}
   for i = a, b - 1 do oldl[cands[i][2]] = cands[i][9] end
-  local new = ranks_of(wid, w, oldl)
-  local list = {}
-  for c = 1, c0 - 1 do list[#list + 1] = old_entry(R, c) end
-  if R.k > 0 and a == b and #cands + #new > CH and (a == 1 or a > #cands) then
-    -- a new worker before or after full chunks: they stay as they are
-    if a == 1 then chunks_new(new, 1, #new, list) end
-    for c = c0, c1 do list[#list + 1] = old_entry(R, c) end
-    if a > 1 then chunks_new(new, 1, #new, list) end
-  else
-    local out = {}
-    for i = 1, a - 1 do out[#out + 1] = cands[i] end
-    for _, x in ipairs(new) do out[#out + 1] = x end
-    for i = b, #cands do out[#out + 1] = cands[i] end
-    if #out > 0 and #out < CH / 2 and c1 < R.k and #out + R.cn[c1 + 1] <= CH then   -- absorb the next chunk
-      c1 = c1 + 1
-      chunk_decode(rch(c1), redis.call('GET', K_LD .. ':' .. R.cid[c1]) or '', out)
-    end
-    for c = c0, math.min(c1, R.k) do chunk_drop(R, c) end
-    chunks_new(out, 1, #out, list)
+  local out = {}
+  for i = 1, a - 1 do out[#out + 1] = cands[i] end
+  for _, x in ipairs(ranks_of(wid, w, oldl)) do out[#out + 1] = x end
+  for i = b, #cands do out[#out + 1] = cands[i] end
+  if #out > 0 and #out < CH / 2 and c1 < R.k and #out + R.cn[c1 + 1] <= CH then   -- absorb the next chunk
+    c1 = c1 + 1
+    chunk_decode(rch(c1), redis.call('GET', K_LD .. ':' .. R.cid[c1]) or '', out)
   end
-  for c = c1 + 1, R.k do list[#list + 1] = old_entry(R, c) end
-  ros_commit(R.k > 0 and R.era or new_stamp(), list)
+  for c = c0, math.min(c1, R.k) do chunk_drop(R, c) end
+  dir_splice(R, c0, math.min(c1, R.k), chunks_new(out, 1, #out, {}))
 end
 -- roster_insert adds a NEW worker's ranks (w: its record, already in wz and wk): roster_replace.
 local function roster_insert(wid, w) return roster_replace(wid, w) end

@@ -330,13 +330,21 @@ func TestRedisRosterChunks(t *testing.T) {
 		remove(id)
 	}
 	compareWorkers("empty")
-	for j := 0; j < 100; j++ {
+	for j := 0; j < 100; j++ { // descending ids: a new first worker before a full first chunk
 		put(fmt.Sprintf("again%03d", 99-j), 1+j%3)
 	}
 	for j := 0; j < 20; j++ {
 		route()
 	}
 	compareWorkers("refilled")
+	for j := 0; j < 150; j++ { // ascending ids after every other: a full last chunk gets a new one after it
+		put(fmt.Sprintf("zz%03d", j), 1)
+		if j%10 == 0 {
+			route()
+		}
+	}
+	release(len(open) / 2)
+	compareWorkers("appended")
 }
 
 // checkChunks checks a layout-3 roster's keys (lib.lua "Chunked roster"): the directory `ro` lists chunks
