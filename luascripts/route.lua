@@ -20,8 +20,8 @@
 --        {{wid, rank, dev, host, disk, event, soft, depth, credit, prefill, decode, requests, cost, reason, url}...}}
 --   | {'scores', {wid, rank, blocks}...}
 -- Complexity: O(D/32 + W·log 32) bucket HGETs on prefix-closed data (+ O(D) per rank with orphans or
--- non-device tiers), O(W) candidate work (loads `lv` one GET, unpacked in bulk; roster `ro` memoized by its stamp, one GET
--- only after it changed;
+-- non-device tiers), O(W) candidate work (loads: lv_all, one MGET of the loads chunks, unpacked in bulk; roster memoized
+-- by its stamp, only its changed chunks re-read;
 -- worker ids/urls sliced only where needed), holder tests by record-aligned string.find of the 4-byte slot
 -- (only position 0's records are decoded), O(expired leases) releases, bounded reclamation (one ZCARD of sx
 -- skips the soft sweep and the soft layer when the pool has no soft entries); query hashes are sliced only at
