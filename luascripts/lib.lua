@@ -164,7 +164,7 @@ local S = {RID = 1, WID = 2, GEN = 3, ACTIVE = 4, IDLE = 5}
 
 -- Chunked roster (KEYS[2] `ro`, the directory; chunks `ro:<cid>`) and loads (chunks `lv:<cid>`; KEYS[5]
 -- `lv` is only their key prefix). The candidates in (worker id bytes, dp rank) order are cut into chunks
--- of at most CH candidates (one worker of more than CH ranks may fill a chunk alone), each its own string
+-- of at most CH candidates (a worker of more ranks spans several chunks), each its own string
 -- key under the pool's hash tag (the name is a KEYS prefix plus ':' and the chunk id, as e:/s:/g:):
 --   ro:<cid>  u32 n, then the chunk's n slots (u32 each, one column for a single bulk unpack), then n
 --             fixed RW-byte records (RREC: slot u32, rid u32, rank u32, max_num_batched_tokens f64,
@@ -643,7 +643,7 @@ local function dir_splice(R, a, b, list)
   local ents = {}
   for _, e in ipairs(list) do
     k = k + 1
-    local ent = struct.pack('>I4I4I2', e.cid, e.n, #e.fw) .. e.fw
+    local ent = dir_entry(e.cid, e.n, e.fw)
     ents[#ents + 1] = ent
     N.cid[k], N.cn[k], N.st[k], N.fw[k], N.off[k], N.ch[k] = e.cid, e.n, N.n, e.fw, off, e.C
     N.n, off = N.n + e.n, off + #ent
