@@ -38,17 +38,25 @@ local function migrate_roster()
     local recs = redis.call('GETRANGE', K_ROSTER, rb + done * RW, rb + (done + m) * RW - 1)
     local lv = nil
     if redis.call('STRLEN', K_LD) == 24 * n then lv = redis.call('GETRANGE', K_LD, done * 24, (done + m) * 24 - 1) end
-    local cands = {}
-    local lk, lw, lu = nil, nil, nil   -- the previous record's string offsets and strings (ranks share them)
+    -- The slice's worker ids and urls: one GETRANGE of the span of the strings area they occupy (layout 2
+    -- appended a worker's strings at registration, so a slice's strings are usually close together; at
+    -- worst the span is the whole area, ~30 bytes per worker), not two per candidate.
+    local f = {}
+    local lo, hi = nil, nil   -- 0-based span of the strings area holding the slice's strings
     for j = 1, m do
-      local slot, rid, rank, mnbt, tkv, kve, wo, wl, uo, ul = struct.unpack(RREC, recs, (j - 1) * RW + 1)
-      local k = wo .. ':' .. wl .. ':' .. uo .. ':' .. ul
-      if k ~= lk then
-        lk = k
-        lw = redis.call('GETRANGE', K_ROSTER, str + wo, str + wo + wl - 1)
-        lu = redis.call('GETRANGE', K_ROSTER, str + uo, str + uo + ul - 1)
-      end
-      cands[j] = {slot, rid, rank, mnbt, tkv, kve, lw, lu, lv and string.sub(lv, 24 * j - 23, 24 * j) or zl()}
+      f[j] = {struct.unpack(RREC, recs, (j - 1) * RW + 1)}
+      local wo, wl, uo, ul = f[j][7], f[j][8], f[j][9], f[j][10]
+      local a, b = math.min(wo, uo), math.max(wo + wl, uo + ul)
+      if not lo or a < lo then lo = a end
+      if not hi or b > hi then hi = b end
+    end
+    local area = (hi > lo) and redis.call('GETRANGE', K_ROSTER, str + lo, str + hi - 1) or ''
+    local cands = {}
+    for j = 1, m do
+      local x = f[j]
+      local wo, wl, uo, ul = x[7] - lo, x[8], x[9] - lo, x[10]
+      cands[j] = {x[1], x[2], x[3], x[4], x[5], x[6], string.sub(area, wo + 1, wo + wl), string.sub(area, uo + 1, uo + ul),
+        lv and string.sub(lv, 24 * j - 23, 24 * j) or zl()}
     end
     local e = chunk_new(cands, 1, m)
     redis.call('APPEND', tmp, dir_entry(e.cid, e.n, e.fw))
