@@ -405,7 +405,7 @@ for rid in pairs(Fdirty) do
 end
 if wdirty then
   redis.call('HSET', K_WK, wid, cmsgpack.pack(w))
-  roster_rebuild({[wid] = w})
+  roster_replace(wid, w)
 end
 reclaim(now, RECLAIM_BUCKETS, SOFT_SWEEP)
 return {'ok', next_i, unpack(res)}

@@ -9,17 +9,18 @@
 -- KEYS (the same list for every script; built by statestore.poolKeys, all under the pool's hash tag):
 --   1 cfg     HASH   pool knobs (knobs_gen.lua's short field names; floats as shortest round-trip strings) and
 --                    'bin': every knob as a big-endian f64, CFG_FIELDS order
---   2 ro      STRING packed roster: candidates in (worker id bytes, dp rank) order. u32 n, then the n
---                    slots (u32 each, one column for a single bulk unpack), then n fixed RW-byte records (RREC: slot u32, rid u32, rank u32, max_num_batched_tokens f64,
---                    total_kv_blocks f64, kv_events i8 (-1/0/1), worker id offset u32, length u32, url
---                    offset u32, length u32), then the strings area (offsets are relative to its start).
+--   2 ro      STRING the roster's directory; also the prefix of its chunks ro:<cid>, STRING each: the
+--                    candidates in (worker id bytes, dp rank) order, CH at most per chunk (see "Chunked
+--                    roster" below for both encodings)
 --   3 wk      HASH   worker id -> cmsgpack {url, dp, tkv, mnbt, kve, rids{}, slots{}}
 --   4 seen    HASH   worker id -> last heartbeat/event, ms
---   5 lv      STRING loads, 24 bytes per roster candidate, same order: prefill tokens, decode blocks,
---                    requests (f64 each; a rank id is alive iff it is in the roster)
+--   5 lv:     prefix of the loads chunks lv:<cid>, STRING each: 24 bytes per candidate of roster chunk
+--                    <cid>, same order: prefill tokens, decode blocks, requests (f64 each; a rank id is
+--                    alive iff it is in the roster)
 --   6 fence   HASH   "e"..rid epoch, "i"..rid last event id (20 zero-padded digits), "g"..rid degraded
 --   7 sc      HASH   counters: "slot", "rid", "sgen", "rc" (reclaim cursor), "h"..slot held blocks, "rv" the
---                    roster's stamp (see ros), "rvn" its counter, "lvs" the loads' stamp (lv_touch), "lvn" its counter
+--                    roster's stamp (see ros), "rvn" its counter, "rcid" roster chunk ids, "lvs" the loads'
+--                    stamp (lv_touch), "lvn" its counter
 --   8 orph    HASH   slot -> held blocks whose parent is not held (only non-zero entries)
 --   9 nd      HASH   slot -> held blocks without the device tier (only non-zero entries)
 --  10 dead    LIST   index slots awaiting incremental reclamation
@@ -41,12 +42,13 @@
 --  21 sy      ZSET   idle session id scored by idle_at_ms (bindings with no active request; swept once
 --                    past session_affinity_ttl_ms by sweep_sessions: SPEC §8, no key grows with the
 --                    number of distinct session ids ever seen)
--- Bucket suffixes are the only strings appended in Lua; every key stays under the pool's hash tag.
+-- Bucket suffixes and ':'..chunk id (ro:, lv:) are the only strings appended in Lua; every key stays under
+-- the pool's hash tag.
 
 -- LAYOUT: the key-layout version (SPEC §8 "Layout version"; luascripts.Layout in Go, checked by a test).
 -- Written as cfg field 'layout' by put_pool; every operation meeting a pool whose cfg holds another
 -- version (or none: layout 1, before versions were recorded) answers {'layout_mismatch', found}.
-local LAYOUT = '2'
+local LAYOUT = '3'
 
 local K_CFG, K_ROSTER, K_WK, K_SEEN, K_LD, K_FENCE, K_SC, K_ORPH, K_ND, K_DEAD, K_LS, K_LX, K_SS, K_SX, K_E, K_G, K_S, K_WZ
 local K_HC, K_HU, K_SY
@@ -101,8 +103,9 @@ local CFG_FMT = nil
 -- memo maps a string read from Redis to its parsed form, keyed by the whole string, so a changed value
 -- can never hit a stale entry (and one Redis holding many pools only costs memo space). Parsed forms are
 -- read-only for callers. Bounded: a memo is emptied when it reaches MEMO.cap entries.
--- MEMO.cfg: cfg 'bin' -> knobs table; MEMO.ros: roster string -> parsed roster (ros()); MEMO.n_*: sizes.
-local MEMO = {cap = 64, cfg = {}, n_cfg = 0, ros = {}, n_ros = 0, lv = {}, n_lv = 0}
+-- MEMO.cfg: cfg 'bin' -> knobs table; MEMO.ros: roster stamp -> parsed directory (ros()); MEMO.n_*: sizes.
+-- MEMO.ch: (chunk key, era) -> parsed roster chunk (rch), cap_ch entries (a deleted chunk's entry is dropped).
+local MEMO = {cap = 64, cfg = {}, n_cfg = 0, ros = {}, n_ros = 0, lv = {}, n_lv = 0, ch = {}, n_ch = 0, cap_ch = 4096}
 
 -- cfg_get returns the pool's knobs as numbers, or nil and the operation's reply when the pool does not
 -- exist or was written by another layout (pool_check's replies). One HMGET (the packed knobs and the
@@ -159,31 +162,69 @@ local L = {RID = 1, PREFILL = 2, DECODE = 3, EXPIRY = 4, SESSION = 5, SGEN = 6, 
 -- session binding (ss): rank id, worker id, generation, active requests, idle since ms
 local S = {RID = 1, WID = 2, GEN = 3, ACTIVE = 4, IDLE = 5}
 
--- Packed roster (KEYS[2]) and loads (KEYS[5]); see the key list above. RREC is one candidate's record,
--- RW its width; RO_* are byte offsets of its fields within the record (0-based).
+-- Chunked roster (KEYS[2] `ro`, the directory; chunks `ro:<cid>`) and loads (chunks `lv:<cid>`; KEYS[5]
+-- `lv` is only their key prefix). The candidates in (worker id bytes, dp rank) order are cut into chunks
+-- of at most CH candidates (a worker of more ranks spans several chunks), each its own string
+-- key under the pool's hash tag (the name is a KEYS prefix plus ':' and the chunk id, as e:/s:/g:):
+--   ro:<cid>  u32 n, then the chunk's n slots (u32 each, one column for a single bulk unpack), then n
+--             fixed RW-byte records (RREC: slot u32, rid u32, rank u32, max_num_batched_tokens f64,
+--             total_kv_blocks f64, kv_events i8 (-1/0/1), worker id offset u32, length u32, url offset
+--             u32, length u32), then the chunk's strings area (offsets relative to its start; the ranks
+--             of one worker share one copy)
+--   lv:<cid>  24 bytes per candidate of the chunk, same order: prefill tokens, decode blocks, requests
+--             (f64 each; a rank id is alive iff it is in the roster)
+--   ro        the directory: u8 length of the era, the era (a stamp: server TIME µs ‖ counter 'rvn'), then
+--             one entry per chunk in candidate order: u32 cid, u32 n, u16 length of the chunk's first
+--             worker id, that worker id.
+-- Chunks are copy-on-write: a chunk is never changed in place (only its loads are), a change writes new
+-- chunks under fresh ids (sc counter 'rcid') and deletes the old keys, so (era, cid) names one chunk
+-- content forever and parsed chunks are memoized by it (MEMO.ch) across calls. The era changes when the
+-- directory is created, so a pool deleted and recreated (counters restart) never meets old memos.
+-- A global candidate index i (1-based, candidate order) maps to (chunk c, offset j) through the
+-- directory's prefix counts (rloc: binary search). Registration, removal and spec changes rewrite only the
+-- chunks holding the worker's ranks (roster_replace): O(CH + dp) Lua work, O(W/CH) for the directory.
+-- RREC is one candidate's record, RW its width; ROFF are byte offsets of its fields within the record.
 local RREC, RW = '>I4I4I4ddbI4I4I4I4', 45
 local ROFF = {RID = 4, MNBT = 12, TKV = 20, WID = 29}
--- Roster stamp: every roster write also writes sc field 'rv' = a stamp unique to that content (the
--- server's TIME in µs and a per-pool counter, so a pool deleted and recreated — the counter restarts —
--- or a flushed server never reuses a stamp), and ros() memoizes by key name + stamp + STRLEN instead of by
--- the content: a route then reads the roster with HGET + STRLEN, not a GET of the whole string (~270 KB
--- at 4,096 ranks: ~450 µs of Redis time on the busy box). Rosters without a stamp (written before it
--- existed) are memoized by content as before.
+local CH = 64   -- candidates per chunk (split above; a chunk under CH/2 absorbs its successor when both fit)
+-- ZL: zero loads of one candidate, built on first use (FUNCTION LOAD's top level has no `string`).
+local ZL = nil
+local function zl() if not ZL then ZL = string.rep('\0', 24) end return ZL end
+-- Roster stamp: every directory write also writes sc field 'rv' = a stamp unique to that content (TIME µs
+-- and the per-pool counter 'rvn', so a pool deleted and recreated, or a flushed server, never reuses one),
+-- and ros() memoizes the parsed directory by key name + stamp + STRLEN: a route then reads the roster
+-- with HGET + STRLEN, and after one registration re-reads only the chunks that changed.
 local function ros_memo(key, R)
   if MEMO.n_ros >= MEMO.cap then MEMO.ros, MEMO.n_ros = {}, 0 end
   MEMO.ros[key], MEMO.n_ros = R, MEMO.n_ros + 1
 end
--- ros_written records a roster just written (s, non-empty): a new stamp, and the parsed form memoized
--- under it.
-local function ros_written(s, n)
-  local t = redis.call('TIME')
-  local stamp = t[1] .. '.' .. t[2] .. '.' .. redis.call('HINCRBY', K_SC, 'rvn', 1)
-  redis.call('HSET', K_SC, 'rv', stamp)
-  ROS = {s = s, n = n, rb = 5 + 4 * n, str = 5 + 4 * n + n * RW}
-  ros_memo(K_ROSTER .. '\0' .. stamp .. '\0' .. #s, ROS)
+local function ch_memo(key, C)
+  if MEMO.n_ch >= MEMO.cap_ch then MEMO.ch, MEMO.n_ch = {}, 0 end
+  MEMO.ch[key], MEMO.n_ch = C, MEMO.n_ch + 1
 end
--- ros returns the parsed roster {s, n, rb (first record), str (strings area), slots (column, lazily),
--- live (slot -> index, lazily)}, memoized across calls by stamp (or by content).
+local function new_stamp()
+  local t = redis.call('TIME')
+  return t[1] .. '.' .. t[2] .. '.' .. redis.call('HINCRBY', K_SC, 'rvn', 1)
+end
+local function ros_empty() return {ds = '', era = '', k = 0, n = 0, cid = {}, cn = {}, st = {}, fw = {}, off = {}, ch = {}} end
+-- dir_parse parses a directory string (see above) into {ds (the string), era, k chunks, n candidates,
+-- cid[c], cn[c] (its count), st[c] (candidates before it), fw[c] (its first worker id), off[c] (its
+-- entry's offset in ds), ch[c] (parsed chunk, lazily: rch), slots/live (columns, lazily)}.
+local function dir_parse(s)
+  local R = ros_empty()
+  local el = string.byte(s, 1)
+  R.ds, R.era = s, string.sub(s, 2, 1 + el)
+  local off = 2 + el
+  while off <= #s do
+    local cid, n, wl = struct.unpack('>I4I4I2', s, off)
+    local k = R.k + 1
+    R.cid[k], R.cn[k], R.st[k], R.fw[k], R.off[k] = cid, n, R.n, string.sub(s, off + 10, off + 9 + wl), off
+    R.k, R.n = k, R.n + n
+    off = off + 10 + wl
+  end
+  return R
+end
+-- ros returns the parsed directory, memoized across calls by stamp (or by content, without a stamp).
 local function ros()
   if not ROS then
     local stamp = redis.call('HGET', K_SC, 'rv')
@@ -194,28 +235,90 @@ local function ros()
       if ROS then return ROS end
     end
     local s = redis.call('GET', K_ROSTER)
-    if not s then ROS = {s = '', n = 0, rb = 5, str = 5}
+    if not s then ROS = ros_empty()
     else
-      ROS = MEMO.ros[s]
+      ROS = MEMO.ros[K_ROSTER .. '\0' .. s]
       if not ROS then
-        local n = struct.unpack('>I4', s, 1)
-        ROS = {s = s, n = n, rb = 5 + 4 * n, str = 5 + 4 * n + n * RW}
-        ros_memo(key or s, ROS)
+        ROS = dir_parse(s)
+        ros_memo(key or (K_ROSTER .. '\0' .. s), ROS)
       end
     end
   end
   return ROS
 end
+-- chunk_parse: a chunk string's {s, n, rb (first record), str (strings area), slots (column, lazily)}.
+local function chunk_parse(s)
+  if #s < 4 then return {s = '', n = 0, rb = 5, str = 5} end
+  local n = struct.unpack('>I4', s, 1)
+  return {s = s, n = n, rb = 5 + 4 * n, str = 5 + 4 * n + n * RW}
+end
+local function ch_key(R, c) return K_ROSTER .. ':' .. R.cid[c] .. '\0' .. R.era end
+-- rch returns chunk c of the roster (parsed; from this roster, the chunk memo, or one GET).
+local function rch(c)
+  local R = ROS
+  local C = R.ch[c]
+  if C then return C end
+  local mk = ch_key(R, c)
+  C = MEMO.ch[mk]
+  if not C then
+    C = chunk_parse(redis.call('GET', K_ROSTER .. ':' .. R.cid[c]) or '')
+    ch_memo(mk, C)
+  end
+  R.ch[c] = C
+  return C
+end
+-- rch_all makes every chunk available (one MGET per 256 chunks not memoized) for whole-column readers.
+local function rch_all()
+  local R = ros()
+  if R.all then return R end
+  local miss = {}
+  for c = 1, R.k do
+    if not R.ch[c] then
+      local C = MEMO.ch[ch_key(R, c)]
+      if C then R.ch[c] = C else miss[#miss + 1] = c end
+    end
+  end
+  for from = 1, #miss, 256 do
+    local to = math.min(#miss, from + 255)
+    local keys = {}
+    for j = from, to do keys[#keys + 1] = K_ROSTER .. ':' .. R.cid[miss[j]] end
+    local got = redis.call('MGET', unpack(keys))
+    for j = from, to do
+      local c = miss[j]
+      local C = chunk_parse(got[j - from + 1] or '')
+      ch_memo(ch_key(R, c), C)
+      R.ch[c] = C
+    end
+  end
+  R.all = true
+  return R
+end
+-- rloc returns the chunk c and the offset j (1-based) within it of candidate i (1 <= i <= n): a binary
+-- search of the prefix counts, skipped when i falls in the chunk the previous lookup found.
+local function rloc(i)
+  local R = ROS or ros()
+  local c = R.lc
+  if c and i > R.st[c] and i <= R.st[c] + R.cn[c] then return c, i - R.st[c] end
+  local lo, hi = 1, R.k
+  while lo < hi do
+    local mid = math.floor((lo + hi + 1) / 2)
+    if R.st[mid] < i then lo = mid else hi = mid - 1 end
+  end
+  R.lc = lo
+  return lo, i - R.st[lo]
+end
 -- rrec returns candidate i (1-based): slot, rid, rank, max_num_batched_tokens, total_kv_blocks, kv_events, wid, url.
 local function rrec(i)
-  local R = ROS
-  local slot, rid, rank, mnbt, tkv, kve, wo, wl, uo, ul = struct.unpack(RREC, R.s, R.rb + (i - 1) * RW)
-  return slot, rid, rank, mnbt, tkv, kve, string.sub(R.s, R.str + wo, R.str + wo + wl - 1), string.sub(R.s, R.str + uo, R.str + uo + ul - 1)
+  local c, j = rloc(i)
+  local C = rch(c)
+  local slot, rid, rank, mnbt, tkv, kve, wo, wl, uo, ul = struct.unpack(RREC, C.s, C.rb + (j - 1) * RW)
+  return slot, rid, rank, mnbt, tkv, kve, string.sub(C.s, C.str + wo, C.str + wo + wl - 1), string.sub(C.s, C.str + uo, C.str + uo + ul - 1)
 end
 local function rwid(i)
-  local R = ROS
-  local wo, wl = struct.unpack('>I4I4', R.s, R.rb + (i - 1) * RW + ROFF.WID)
-  return string.sub(R.s, R.str + wo, R.str + wo + wl - 1)
+  local c, j = rloc(i)
+  local C = rch(c)
+  local wo, wl = struct.unpack('>I4I4', C.s, C.rb + (j - 1) * RW + ROFF.WID)
+  return string.sub(C.s, C.str + wo, C.str + wo + wl - 1)
 end
 -- BULK_FMT: bulk_unpack's formats by record format and count (at most 128 per record format), built
 -- once per library load: a library's module-level state outlives the call, unlike an EVAL script's.
@@ -258,15 +361,32 @@ local function bulk_unpack(s, from, n, rec, per, skip, out)
 end
 -- rcol returns field values of every candidate (fmt/size: field format and width at byte offset off).
 local function rcol(off, fmt, size)
-  local R = ros()
-  if R.n == 0 then return {} end
-  return bulk_unpack(R.s, R.rb + off, R.n, fmt, 1, RW - size)
+  local R = rch_all()
+  local out = {}
+  for c = 1, R.k do
+    local C = R.ch[c]
+    if C.n > 0 then
+      local v = bulk_unpack(C.s, C.rb + off, C.n, fmt, 1, RW - size)
+      local b = R.st[c]
+      for j = 1, C.n do out[b + j] = v[j] end
+    end
+  end
+  return out
 end
--- rslots returns every candidate's slot (the slot column).
+-- rslots returns every candidate's slot (the slot column; memoized with the directory, and per chunk).
 local function rslots()
   local R = ros()
-  if R.n == 0 then return {} end
-  if not R.slots then R.slots = bulk_unpack(R.s, 5, R.n, 'I4', 1, 0) end
+  if not R.slots then
+    rch_all()
+    local out = {}
+    for c = 1, R.k do
+      local C = R.ch[c]
+      if C.n > 0 and not C.slots then C.slots = bulk_unpack(C.s, 5, C.n, 'I4', 1, 0) end
+      local b, v = R.st[c], C.slots
+      for j = 1, C.n do out[b + j] = v[j] end
+    end
+    R.slots = out
+  end
   return R.slots
 end
 -- rlive returns slot -> roster index (1-based) of every candidate.
@@ -279,52 +399,61 @@ local function rlive()
   end
   return R.live
 end
--- rid_index returns the roster index (1-based) of rank id rid, or nil (the rank is gone).
-local function rid_index(rid)
-  local R = ros()
-  local key = struct.pack('>I4', rid)
-  local base = R.rb + ROFF.RID
+-- rfind_rid returns the index within chunk C of the record whose rank id is rid, or nil (an aligned
+-- string.find of the packed rank id in the records area).
+local function rfind_rid(C, key)
+  local base = C.rb + ROFF.RID
   local from = base
   while true do
-    local p = string.find(R.s, key, from, true)
-    if not p or p >= R.str then return nil end
+    local p = string.find(C.s, key, from, true)
+    if not p or p >= C.str then return nil end
     if (p - base) % RW == 0 then return (p - base) / RW + 1 end
     from = p + 1
   end
 end
--- slot_index returns the roster index (1-based) of the candidate with index slot `slot`, or nil: an aligned
--- search of the slot column (4 bytes per candidate, so ~11x fewer bytes than rid_index's records).
-local function slot_index(slot)
-  local R = ros()
-  local key = struct.pack('>I4', slot)
-  local from = 5
-  while true do
-    local p = string.find(R.s, key, from, true)
-    if not p or p >= R.rb then return nil end
-    if (p - 5) % 4 == 0 then return (p - 5) / 4 + 1 end
-    from = p + 1
+-- rid_index returns the roster index (1-based) of rank id rid, or nil (the rank is gone): every chunk.
+local function rid_index(rid)
+  local R = rch_all()
+  local key = struct.pack('>I4', rid)
+  for c = 1, R.k do
+    local j = rfind_rid(R.ch[c], key)
+    if j then return R.st[c] + j end
   end
+  return nil
+end
+-- slot_index returns the roster index (1-based) of the candidate with index slot `slot`, or nil: an aligned
+-- search of each chunk's slot column (4 bytes per candidate, so ~11x fewer bytes than rid_index's records).
+local function slot_index(slot)
+  local R = rch_all()
+  local key = struct.pack('>I4', slot)
+  for c = 1, R.k do
+    local C = R.ch[c]
+    local from = 5
+    while true do
+      local p = string.find(C.s, key, from, true)
+      if not p or p >= C.rb then break end
+      if (p - 5) % 4 == 0 then return R.st[c] + (p - 5) / 4 + 1 end
+      from = p + 1
+    end
+  end
+  return nil
 end
 -- rid_locate returns the roster index (1-based) of rank id rid, or nil, trying index hint first: a lease
--- remembers where its rank stood when booked and the roster only changes on registration and removal, so
--- the hint almost always holds. Without the roster parsed this costs two GETRANGEs (its count, the
--- hinted record's rank id) instead of reading the whole roster (O(W) bytes): release stays O(1) as the
--- pool grows. Rank ids are unique in the roster, so a matching record is the rank's only position.
+-- remembers where its rank stood when booked. The hinted chunk is searched (O(CH): a registration since
+-- the booking shifts indices but rarely moves a rank out of its chunk), then its two neighbours (a split
+-- moves half a chunk to a new one), and only then every chunk (rid_index; memoized chunks make that a
+-- string.find per chunk). Rank ids are unique in the roster, so a match is the rank's only position.
 local function rid_locate(rid, hint)
-  if hint then
-    if ROS then
-      if hint >= 1 and hint <= ROS.n and struct.unpack('>I4', ROS.s, ROS.rb + (hint - 1) * RW + ROFF.RID) == rid then
-        return hint
-      end
-    else
-      local nb = redis.call('GETRANGE', K_ROSTER, 0, 3)
-      if #nb == 4 then
-        local n = struct.unpack('>I4', nb)
-        if hint >= 1 and hint <= n then
-          local off = 4 + 4 * n + (hint - 1) * RW + ROFF.RID   -- 0-based byte offset of the record's rank id
-          local v = redis.call('GETRANGE', K_ROSTER, off, off + 3)
-          if #v == 4 and struct.unpack('>I4', v) == rid then return hint end
-        end
+  local R = ros()
+  if hint and hint >= 1 and hint <= R.n then
+    local key = struct.pack('>I4', rid)
+    local c0, j = rloc(hint)
+    local C = rch(c0)
+    if j <= C.n and struct.unpack('>I4', C.s, C.rb + (j - 1) * RW + ROFF.RID) == rid then return hint end
+    for _, c in ipairs({c0, c0 + 1, c0 - 1}) do
+      if c >= 1 and c <= R.k then
+        local k = rfind_rid(rch(c), key)
+        if k then return R.st[c] + k end
       end
     end
   end
@@ -332,11 +461,11 @@ local function rid_locate(rid, hint)
 end
 -- Loads memo (MEMO.lv): route's parsed loads column (LV: 3 numbers per candidate), kept across calls under
 -- a loads stamp, sc field 'lvs' (server TIME µs ‖ per-pool counter 'lvn', so never reused). Every call that
--- writes lv first calls lv_touch, which writes a NEW stamp before any write (a call aborted later leaves
--- a stamp no memo has) and moves the memo, if this node holds one for the old stamp, to the new stamp;
--- the call then applies each write to the memo too (lv_set), with the very numbers it writes to Redis.
--- A route whose stamp finds a memo of the right size reads no loads from Redis (GET lv + unpack of the
--- whole column: ~500 µs at 4,096 ranks). Wholesale writes (roster_rebuild, roster_insert) drop the memo.
+-- writes loads first calls lv_touch, which writes a NEW stamp before any write (a call aborted later
+-- leaves a stamp no memo has) and moves the memo, if this node holds one for the old stamp, to the new
+-- stamp; the call then applies each write to the memo too (lv_set), with the very numbers it writes to
+-- Redis. A route whose stamp finds a memo of the right size reads no loads from Redis (lv_all + unpack of
+-- the whole column: ~500 µs at 4,096 ranks). Roster changes (roster_rebuild, roster_replace) drop the memo.
 local function lv_key(stamp) return K_LD .. '\0' .. stamp end
 local function lv_touch()
   if LVW ~= nil then return LVW end
@@ -363,13 +492,37 @@ local function lv_memo_put(stamp, m)
   if MEMO.n_lv >= MEMO.cap then MEMO.lv, MEMO.n_lv = {}, 0 end
   MEMO.lv[lv_key(stamp)], MEMO.n_lv = m, MEMO.n_lv + 1
 end
--- lv_set writes candidate i's loads to lv (and to this call's memo).
+-- lv_all returns every candidate's loads as one string (24 bytes each, candidate order): one MGET per 256
+-- chunks; a missing or mis-sized chunk reads as zero loads.
+local function lv_all()
+  local R = ros()
+  local parts = {}
+  for from = 1, R.k, 256 do
+    local to = math.min(R.k, from + 255)
+    local keys = {}
+    for c = from, to do keys[#keys + 1] = K_LD .. ':' .. R.cid[c] end
+    local got = redis.call('MGET', unpack(keys))
+    for c = from, to do
+      local v = got[c - from + 1]
+      if not v or #v ~= 24 * R.cn[c] then v = string.rep(zl(), R.cn[c]) end
+      parts[c] = v
+    end
+  end
+  return table.concat(parts)
+end
+-- lv_at returns the loads key and 0-based byte offset of candidate i.
+local function lv_at(i)
+  local c, j = rloc(i)
+  return K_LD .. ':' .. ROS.cid[c], (j - 1) * 24
+end
+-- lv_set writes candidate i's loads (and this call's memo).
 local function lv_set(i, p, d, r)
   local m = lv_touch()
-  redis.call('SETRANGE', K_LD, (i - 1) * 24, struct.pack('>ddd', p, d, r))
+  local k, off = lv_at(i)
+  redis.call('SETRANGE', k, off, struct.pack('>ddd', p, d, r))
   if m then m[3 * i - 2], m[3 * i - 1], m[3 * i] = p, d, r end
 end
--- lv_replaced drops the memo before lv is rewritten wholesale.
+-- lv_replaced drops the memo before loads move (a roster change).
 local function lv_replaced()
   lv_touch()
   MEMO.lv[lv_key(LVSTAMP)] = nil
@@ -377,8 +530,8 @@ local function lv_replaced()
 end
 -- ld_read / ld_add: one candidate's loads (prefill tokens, decode blocks, requests).
 local function ld_read(i)
-  local off = (i - 1) * 24
-  local v = redis.call('GETRANGE', K_LD, off, off + 23)
+  local k, off = lv_at(i)
+  local v = redis.call('GETRANGE', k, off, off + 23)
   if #v ~= 24 then return 0, 0, 0 end
   return struct.unpack('>ddd', v)
 end
@@ -387,95 +540,261 @@ local function ld_add(i, a, b, c)
   lv_set(i, p + a, d + b, r + c)
 end
 
--- roster_rebuild writes the candidate list from wz + wk (wkc: optional cache of changed worker records),
--- carrying each surviving rank id's loads to its new position (new rank ids start at 0).
-local function roster_rebuild(wkc)
-  local old = ros()
-  local lds = redis.call('GET', K_LD) or ''
-  local oldl = {}
-  for i = 1, old.n do
-    local rid = struct.unpack('>I4', old.s, old.rb + (i - 1) * RW + ROFF.RID)
-    oldl[rid] = string.sub(lds, (i - 1) * 24 + 1, i * 24)
+-- Roster writes. A candidate while rewriting: {slot, rid, rank, mnbt, tkv, kve, wid, url, loads (24 bytes)}.
+-- wid_lt: a < b in byte order (memcmp, then length: wz's and the memory store's order). Lua's own string
+-- `<` uses strcoll, i.e. the server's locale, so it is not used for worker ids.
+local function wid_lt(a, b)
+  if a == b then return false end
+  local n = #a
+  if #b < n then n = #b end
+  for i = 1, n do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x < y end
   end
-  lv_replaced()
-  local ids = redis.call('ZRANGE', K_WZ, 0, -1)
-  local recs, strs, lv, sl = {}, {}, {}, {}
-  local soff = 0
-  for _, id in ipairs(ids) do
-    local w = wkc and wkc[id]
-    if not w then w = cmsgpack.unpack(redis.call('HGET', K_WK, id)) end
-    for r = 1, w[W.DP] do
-      local rid = w[W.RIDS][r]
-      sl[#sl + 1] = struct.pack('>I4', w[W.SLOTS][r])
-      recs[#recs + 1] = struct.pack(RREC, w[W.SLOTS][r], rid, r - 1, w[W.MNBT], w[W.TKV], w[W.KVE], soff, #id, soff + #id, #w[W.URL])
-      strs[#strs + 1] = id .. w[W.URL]
-      soff = soff + #id + #w[W.URL]
-      local l = oldl[rid]
-      if not l or #l ~= 24 then l = string.rep('\0', 24) end
-      lv[#lv + 1] = l
+  return #a < #b
+end
+-- chunk_encode packs cands[a..b] as a chunk string (ranks of one worker share their strings).
+local function chunk_encode(cands, a, b)
+  local sl, recs, strs = {}, {}, {}
+  local soff, lw, lu, lo = 0, nil, nil, 0
+  for i = a, b do
+    local c = cands[i]
+    if c[7] ~= lw or c[8] ~= lu then
+      lw, lu, lo = c[7], c[8], soff
+      strs[#strs + 1] = c[7] .. c[8]
+      soff = soff + #c[7] + #c[8]
     end
+    sl[#sl + 1] = struct.pack('>I4', c[1])
+    recs[#recs + 1] = struct.pack(RREC, c[1], c[2], c[3], c[4], c[5], c[6], lo, #c[7], lo + #c[7], #c[8])
   end
-  if #recs == 0 then
-    redis.call('DEL', K_ROSTER, K_LD)
+  return struct.pack('>I4', b - a + 1) .. table.concat(sl) .. table.concat(recs) .. table.concat(strs)
+end
+-- chunk_decode appends chunk C's candidates, with their loads from lv (a chunk's loads string), to out.
+local function chunk_decode(C, lv, out)
+  if #lv ~= 24 * C.n then lv = nil end
+  for j = 1, C.n do
+    local slot, rid, rank, mnbt, tkv, kve, wo, wl, uo, ul = struct.unpack(RREC, C.s, C.rb + (j - 1) * RW)
+    out[#out + 1] = {slot, rid, rank, mnbt, tkv, kve, string.sub(C.s, C.str + wo, C.str + wo + wl - 1),
+      string.sub(C.s, C.str + uo, C.str + uo + ul - 1), lv and string.sub(lv, 24 * j - 23, 24 * j) or zl()}
+  end
+  return out
+end
+-- chunk_new writes cands[a..b] as a new chunk (fresh id; roster and loads keys) and returns its directory
+-- entry {cid, n, fw, C}.
+local function chunk_new(cands, a, b)
+  local cid = redis.call('HINCRBY', K_SC, 'rcid', 1)
+  local s = chunk_encode(cands, a, b)
+  local lv = {}
+  for i = a, b do lv[#lv + 1] = cands[i][9] end
+  redis.call('SET', K_ROSTER .. ':' .. cid, s)
+  redis.call('SET', K_LD .. ':' .. cid, table.concat(lv))
+  return {cid = cid, n = b - a + 1, fw = cands[a][7], C = chunk_parse(s)}
+end
+-- chunk_drop deletes chunk c of directory R (roster and loads keys) and forgets its memo.
+local function chunk_drop(R, c)
+  redis.call('DEL', K_ROSTER .. ':' .. R.cid[c], K_LD .. ':' .. R.cid[c])
+  local mk = ch_key(R, c)
+  if MEMO.ch[mk] then MEMO.ch[mk], MEMO.n_ch = nil, MEMO.n_ch - 1 end
+end
+-- chunks_new cuts cands[a..b] into ceil(count/CH) chunks of balanced sizes, appended to list.
+local function chunks_new(cands, a, b, list)
+  local cnt = b - a + 1
+  if cnt <= 0 then return list end
+  local m = math.ceil(cnt / CH)
+  local from = a
+  for q = 1, m do
+    local to = a - 1 + math.floor(cnt * q / m)
+    list[#list + 1] = chunk_new(cands, from, to)
+    from = to + 1
+  end
+  return list
+end
+-- dir_entry is a directory entry's bytes.
+local function dir_entry(cid, n, fw) return struct.pack('>I4I4I2', cid, n, #fw) .. fw end
+-- dir_publish makes R (complete: ds, era, arrays) the roster: SET ro (or DEL when empty), a new roster
+-- stamp, and the memo of R under it.
+local function dir_publish(R)
+  if R.k == 0 then
+    redis.call('DEL', K_ROSTER)
     redis.call('HDEL', K_SC, 'rv')
-    ROS = {s = '', n = 0, rb = 5, str = 5}
-  else
-    local n = #recs
-    local s = struct.pack('>I4', n) .. table.concat(sl) .. table.concat(recs) .. table.concat(strs)
-    redis.call('SET', K_ROSTER, s)
-    redis.call('SET', K_LD, table.concat(lv))
-    ros_written(s, n)
+    ROS = ros_empty()
+    return
   end
+  redis.call('SET', K_ROSTER, R.ds)
+  local stamp = new_stamp()
+  redis.call('HSET', K_SC, 'rv', stamp)
+  ROS = R
+  ros_memo(K_ROSTER .. '\0' .. stamp .. '\0' .. #R.ds, R)
+end
+-- dir_splice writes the directory of R with its chunks a..b (b = a - 1: none) replaced by list (new
+-- chunks {cid, n, fw, C} in order): unchanged entries are copied as byte ranges of the old directory
+-- string and as array slots (no per-entry parsing), the new chunks are memoized. O(W/CH) cheap steps.
+local function dir_splice(R, a, b, list)
+  local N = ros_empty()
+  N.era = R.era ~= '' and R.era or new_stamp()
+  local hdr = string.char(#N.era) .. N.era
+  local k, off = 0, #hdr + 1
+  for c = 1, a - 1 do
+    k = k + 1
+    N.cid[k], N.cn[k], N.st[k], N.fw[k], N.off[k], N.ch[k] = R.cid[c], R.cn[c], R.st[c], R.fw[c], R.off[c] - R.off[1] + off, R.ch[c]
+  end
+  if a > 1 then off = R.off[a] or (#R.ds + 1) end   -- (the era, so the header, is unchanged)
+  N.n = (a > 1) and (R.st[a - 1] + R.cn[a - 1]) or 0
+  local ents = {}
+  for _, e in ipairs(list) do
+    k = k + 1
+    local ent = dir_entry(e.cid, e.n, e.fw)
+    ents[#ents + 1] = ent
+    N.cid[k], N.cn[k], N.st[k], N.fw[k], N.off[k], N.ch[k] = e.cid, e.n, N.n, e.fw, off, e.C
+    N.n, off = N.n + e.n, off + #ent
+    ch_memo(ch_key(N, k), e.C)
+  end
+  local rest = ''
+  if b < R.k then
+    local dn, doff = N.n - R.st[b + 1], off - R.off[b + 1]
+    for c = b + 1, R.k do
+      k = k + 1
+      N.cid[k], N.cn[k], N.st[k], N.fw[k], N.off[k], N.ch[k] = R.cid[c], R.cn[c], R.st[c] + dn, R.fw[c], R.off[c] + doff, R.ch[c]
+    end
+    N.n = N.n + R.st[R.k] + R.cn[R.k] - R.st[b + 1]
+    rest = string.sub(R.ds, R.off[b + 1])
+  end
+  N.k = k
+  local pre = (a > 1) and string.sub(R.ds, R.off[1], (R.off[a] or (#R.ds + 1)) - 1) or ''
+  N.ds = hdr .. pre .. table.concat(ents) .. rest
+  dir_publish(N)
+end
+-- ranks_of returns worker w's candidates (wid: its id), loads carried by rank id from old (rid -> loads).
+local function ranks_of(wid, w, old)
+  local out = {}
+  for r = 1, w and w[W.DP] or 0 do
+    local rid = w[W.RIDS][r]
+    out[r] = {w[W.SLOTS][r], rid, r - 1, w[W.MNBT], w[W.TKV], w[W.KVE], wid, w[W.URL], old[rid] or zl()}
+  end
+  return out
 end
 
--- roster_insert adds a NEW worker's ranks (w: its record, already in wz and wk) to the roster without
--- decoding it: the ranks go where wz's order puts them (before the first rank of the next worker in wz,
--- found by ZRANK/ZRANGE and the C-level slot_index search), records and slots are spliced in, the worker's
--- strings are appended to the strings area (existing offsets are relative to its start and stay valid),
--- and the loads string gets zero loads at the same position. Registration thus costs O(1) Lua work plus
--- O(roster bytes) of string copying (memcpy) instead of roster_rebuild's decode and re-encode of every
--- worker (4,096 registrations were quadratic in Lua work). Strings of removed workers are dropped by the
--- next roster_rebuild (removal and spec changes still rebuild). Falls back to roster_rebuild when the
--- loads string does not match the roster.
-local function roster_insert(wid, w)
-  local R = ros()
-  if redis.call('STRLEN', K_LD) ~= 24 * R.n or w[W.DP] == 0 then return roster_rebuild({[wid] = w}) end
+-- roster_rebuild writes the whole candidate list from wz + wk (wkc: optional cache of changed worker
+-- records), carrying each surviving rank id's loads to its new position (new rank ids start at 0). O(W):
+-- the fallback and the bulk writer; single-worker changes use roster_replace.
+local function roster_rebuild(wkc)
+  local old = rch_all()
+  local oldl = {}
+  for c = 1, old.k do
+    local C = old.ch[c]
+    local lv = redis.call('GET', K_LD .. ':' .. old.cid[c]) or ''
+    for _, x in ipairs(chunk_decode(C, lv, {})) do oldl[x[2]] = x[9] end
+    chunk_drop(old, c)
+  end
   lv_replaced()
-  local p = R.n   -- candidates before the new ranks
-  local k = redis.call('ZRANK', K_WZ, wid)
-  local nxt = redis.call('ZRANGE', K_WZ, k + 1, k + 1)[1]
-  if nxt then
-    local nw = cmsgpack.unpack(redis.call('HGET', K_WK, nxt))
-    local at = nw[W.DP] > 0 and slot_index(nw[W.SLOTS][1])
-    if not at then return roster_rebuild({[wid] = w}) end
-    p = at - 1
+  local cands = {}
+  for _, id in ipairs(redis.call('ZRANGE', K_WZ, 0, -1)) do
+    local w = wkc and wkc[id]
+    if not w then w = cmsgpack.unpack(redis.call('HGET', K_WK, id)) end
+    for _, x in ipairs(ranks_of(id, w, oldl)) do cands[#cands + 1] = x end
   end
-  local n, dp = R.n, w[W.DP]
-  local soff = (R.n == 0) and 0 or (#R.s - R.str + 1)
-  local sl, recs = {}, {}
-  for r = 1, dp do
-    sl[r] = struct.pack('>I4', w[W.SLOTS][r])
-    recs[r] = struct.pack(RREC, w[W.SLOTS][r], w[W.RIDS][r], r - 1, w[W.MNBT], w[W.TKV], w[W.KVE], soff, #wid, soff + #wid, #w[W.URL])
-  end
-  local s = R.s
-  local n2 = n + dp
-  local out
-  if n == 0 then
-    out = struct.pack('>I4', n2) .. table.concat(sl) .. table.concat(recs) .. wid .. w[W.URL]
-  else
-    out = struct.pack('>I4', n2) .. string.sub(s, 5, 4 + 4 * p) .. table.concat(sl) .. string.sub(s, 5 + 4 * p, 4 + 4 * n)
-      .. string.sub(s, R.rb, R.rb + p * RW - 1) .. table.concat(recs) .. string.sub(s, R.rb + p * RW, R.str - 1)
-      .. string.sub(s, R.str) .. wid .. w[W.URL]
-  end
-  redis.call('SET', K_ROSTER, out)
-  if p == n then
-    redis.call('APPEND', K_LD, string.rep('\0', 24 * dp))   -- the new worker sorts last: no read of lv
-  else
-    local lds = redis.call('GET', K_LD)
-    redis.call('SET', K_LD, string.sub(lds, 1, 24 * p) .. string.rep('\0', 24 * dp) .. string.sub(lds, 24 * p + 1))
-  end
-  ros_written(out, n2)
+  local list = {}
+  for a = 1, #cands, CH do list[#list + 1] = chunk_new(cands, a, math.min(#cands, a + CH - 1)) end
+  local E = ros_empty()
+  E.era = old.era
+  dir_splice(E, 1, 0, list)
 end
+
+-- chunk_find returns how many candidates of chunk C sort before worker id wid (a binary search reading
+-- O(log CH) worker ids), and whether the next one is wid's.
+local function chunk_find(C, wid)
+  local lo, hi = 0, C.n   -- answer in [lo, hi]
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)   -- candidate mid + 1
+    local wo, wl = struct.unpack('>I4I4', C.s, C.rb + mid * RW + ROFF.WID)
+    if wid_lt(string.sub(C.s, C.str + wo, C.str + wo + wl - 1), wid) then lo = mid + 1 else hi = mid end
+  end
+  if lo >= C.n then return lo, false end
+  local wo, wl = struct.unpack('>I4I4', C.s, C.rb + lo * RW + ROFF.WID)
+  return lo, string.sub(C.s, C.str + wo, C.str + wo + wl - 1) == wid
+end
+-- chunk_splice writes chunk c of R with a new worker's candidates (new, one worker) inserted after its
+-- first p, as a new chunk: slots and records spliced in, the worker's strings appended to the strings
+-- area (existing offsets are relative to its start), zero loads spliced into its loads. O(1) Lua work
+-- and O(chunk bytes) copying. Returns the new chunk's entry.
+local function chunk_splice(R, c, p, new)
+  local C = rch(c)
+  local n, s = C.n, C.s
+  local soff = #s - C.str + 1
+  local x1 = new[1]
+  local sl, recs = {}, {}
+  for r, x in ipairs(new) do
+    sl[r] = struct.pack('>I4', x[1])
+    recs[r] = struct.pack(RREC, x[1], x[2], x[3], x[4], x[5], x[6], soff, #x1[7], soff + #x1[7], #x1[8])
+  end
+  local out = struct.pack('>I4', n + #new) .. string.sub(s, 5, 4 + 4 * p) .. table.concat(sl) .. string.sub(s, 5 + 4 * p, 4 + 4 * n)
+    .. string.sub(s, C.rb, C.rb + p * RW - 1) .. table.concat(recs) .. string.sub(s, C.rb + p * RW, C.str - 1)
+    .. string.sub(s, C.str) .. x1[7] .. x1[8]
+  local lv = redis.call('GET', K_LD .. ':' .. R.cid[c]) or ''
+  if #lv ~= 24 * n then lv = string.rep(zl(), n) end
+  lv = string.sub(lv, 1, 24 * p) .. string.rep(zl(), #new) .. string.sub(lv, 24 * p + 1)
+  local cid = redis.call('HINCRBY', K_SC, 'rcid', 1)
+  redis.call('SET', K_ROSTER .. ':' .. cid, out)
+  redis.call('SET', K_LD .. ':' .. cid, lv)
+  chunk_drop(R, c)
+  return {cid = cid, n = n + #new, fw = (p == 0) and x1[7] or R.fw[c], C = chunk_parse(out)}
+end
+
+-- roster_replace makes worker wid's ranks in the roster those of w (its record; nil: none, the worker
+-- left), keeping candidate order and carrying loads by rank id (new rank ids start at 0). It finds the
+-- worker's run (or insertion point) by a binary search of the chunks' first worker ids (chunk c0), then
+-- within c0 (chunk_find). A new worker whose ranks fit in c0 is spliced into it (chunk_splice: the common
+-- registration); one that does not fit, before or after all of c0, gets chunks of its own and c0 stays
+-- as it is. Otherwise (a known worker: removal, dp or spec change; or a split) the chunks holding the run
+-- are decoded, spliced and written back as new chunks of at most CH, merged with the next chunk when
+-- under CH/2 and both fit. The directory is rewritten by dir_splice. O(CH + dp) Lua work plus O(W/CH)
+-- cheap directory steps, whatever the pool's size.
+local function roster_replace(wid, w)
+  local R = ros()
+  lv_replaced()
+  local c0 = 1   -- the last chunk whose first worker id sorts before wid (else the first chunk)
+  local lo, hi = 1, R.k
+  while lo <= hi do
+    local mid = math.floor((lo + hi) / 2)
+    if wid_lt(R.fw[mid], wid) then c0, lo = mid, mid + 1 else hi = mid - 1 end
+  end
+  local c1 = c0   -- the worker's run may continue into chunks that start with it
+  while c1 < R.k and R.fw[c1 + 1] == wid do c1 = c1 + 1 end
+  if R.k > 0 and c1 == c0 and w and w[W.DP] > 0 then
+    local p, known = chunk_find(rch(c0), wid)
+    if not known then
+      local new = ranks_of(wid, w, {})
+      if R.cn[c0] + #new <= CH then return dir_splice(R, c0, c0, {chunk_splice(R, c0, p, new)}) end
+      if p == R.cn[c0] then return dir_splice(R, c0 + 1, c0, chunks_new(new, 1, #new, {})) end
+      if p == 0 then return dir_splice(R, c0, c0 - 1, chunks_new(new, 1, #new, {})) end
+    end
+  end
+  local cands = {}
+  if R.k > 0 then
+    local keys = {}
+    for c = c0, c1 do keys[#keys + 1] = K_LD .. ':' .. R.cid[c] end
+    local lvs = redis.call('MGET', unpack(keys))
+    for c = c0, c1 do chunk_decode(rch(c), lvs[c - c0 + 1] or '', cands) end
+  end
+  local a = 1   -- the run is cands[a..b-1]
+  while a <= #cands and wid_lt(cands[a][7], wid) do a = a + 1 end
+  local b = a
+  while b <= #cands and cands[b][7] == wid do b = b + 1 end
+  local oldl = {}
+  for i = a, b - 1 do oldl[cands[i][2]] = cands[i][9] end
+  local out = {}
+  for i = 1, a - 1 do out[#out + 1] = cands[i] end
+  for _, x in ipairs(ranks_of(wid, w, oldl)) do out[#out + 1] = x end
+  for i = b, #cands do out[#out + 1] = cands[i] end
+  if #out > 0 and #out < CH / 2 and c1 < R.k and #out + R.cn[c1 + 1] <= CH then   -- absorb the next chunk
+    c1 = c1 + 1
+    chunk_decode(rch(c1), redis.call('GET', K_LD .. ':' .. R.cid[c1]) or '', out)
+  end
+  for c = c0, math.min(c1, R.k) do chunk_drop(R, c) end
+  dir_splice(R, c0, math.min(c1, R.k), chunks_new(out, 1, #out, {}))
+end
+-- roster_insert adds a NEW worker's ranks (w: its record, already in wz and wk): roster_replace.
+local function roster_insert(wid, w) return roster_replace(wid, w) end
 
 -- end_lease releases a lease's remaining load and its session hold at time t (memory: endLease).
 local function end_lease(id, l, t)

@@ -1,20 +1,103 @@
--- migrate.lua — one bounded step of `kvrouter pool migrate`: bring a pool written by the previous key
--- layout to this one. Layout 1 (every pool written before versions were recorded: no cfg field 'layout')
--- keeps the same keys and encodings as layout 2, so its one step records the version; a later layout
--- that changes data appends its conversion here as further steps, each bounded, resumed by the caller
--- until 'done'. Pools of any other version (or layout-1 pools without the packed knobs 'bin', written by
--- a much older version) are refused: recreate them.
+-- migrate.lua — one bounded step of `kvrouter pool migrate`: bring a pool written by an earlier key layout
+-- to this one (3). Layout 1 (every pool written before versions were recorded: no cfg field 'layout') has
+-- layout 2's keys and encodings. Layout 2 → 3 changes data, so the pool is first marked MIGRATING (cfg
+-- field 'layout' = '2>3': routers of layout 2 and 3 alike answer layout_mismatch until it is done, so
+-- nothing writes into a half-converted pool) and its original layout kept in cfg field 'mfrom'; then the
+-- conversions in STEPS run in order, each a function doing one bounded slice per call and answering true
+-- once its part is converted (cfg field 'mstep': the current one); the last records layout 3. Pools of any
+-- other version (or layout-1 pools without the packed knobs 'bin', written by a much older version) are
+-- refused: recreate them.
 --
 -- KEYS: the pool's key list (see lib.lua; the body starts with bind(KEYS)).
 -- ARGV: none.
 -- Reply: {'unknown_pool'} | {'done', from layout} (the pool is in this layout now; from = LAYOUT when it
 --   already was) | {'more', from layout} (call again) | {'unsupported', found layout}.
--- Complexity: O(1).
+-- Complexity: O(CH) per call (CH = 64 roster candidates; O(dp) for a worker of more ranks).
 bind(KEYS)
-local got = redis.call('HMGET', K_CFG, 'bin', 'layout')
-local bin, found = got[1], got[2]
+local MIGRATING = '2>3'
+
+-- migrate_roster converts layout 2's packed roster `ro` (u32 n ‖ n slots u32 ‖ n RW-byte records ‖
+-- strings, one string) and loads `lv` (24 bytes per candidate, one string) into roster and loads chunks
+-- (lib.lua "Chunked roster"), CH candidates per call read with GETRANGE: each call writes one chunk and
+-- appends its entry to the new directory, built in ro:m while `ro` still holds the old roster; sc field
+-- 'mro' counts the candidates converted. The last call renames ro:m to ro and deletes lv. Loads are
+-- carried (zero if lv did not match the roster, as layout 2's route read it). Returns true when done.
+local function migrate_roster()
+  local hdr = redis.call('GETRANGE', K_ROSTER, 0, 3)
+  local n = (#hdr == 4) and struct.unpack('>I4', hdr) or 0
+  local done = tonumber(redis.call('HGET', K_SC, 'mro') or '0')
+  local tmp = K_ROSTER .. ':m'
+  if done < n then
+    if done == 0 then
+      local era = new_stamp()
+      redis.call('SET', tmp, string.char(#era) .. era)
+    end
+    local m = math.min(CH, n - done)
+    local rb = 4 + 4 * n      -- 0-based offset of the first record
+    local str = rb + n * RW   -- 0-based offset of the strings area
+    local recs = redis.call('GETRANGE', K_ROSTER, rb + done * RW, rb + (done + m) * RW - 1)
+    local lv = nil
+    if redis.call('STRLEN', K_LD) == 24 * n then lv = redis.call('GETRANGE', K_LD, done * 24, (done + m) * 24 - 1) end
+    -- The slice's worker ids and urls: one GETRANGE of the span of the strings area they occupy (layout 2
+    -- appended a worker's strings at registration, so a slice's strings are usually close together; at
+    -- worst the span is the whole area, ~30 bytes per worker), not two per candidate.
+    local f = {}
+    local lo, hi = nil, nil   -- 0-based span of the strings area holding the slice's strings
+    for j = 1, m do
+      f[j] = {struct.unpack(RREC, recs, (j - 1) * RW + 1)}
+      local wo, wl, uo, ul = f[j][7], f[j][8], f[j][9], f[j][10]
+      local a, b = math.min(wo, uo), math.max(wo + wl, uo + ul)
+      if not lo or a < lo then lo = a end
+      if not hi or b > hi then hi = b end
+    end
+    local area = (hi > lo) and redis.call('GETRANGE', K_ROSTER, str + lo, str + hi - 1) or ''
+    local cands = {}
+    for j = 1, m do
+      local x = f[j]
+      local wo, wl, uo, ul = x[7] - lo, x[8], x[9] - lo, x[10]
+      cands[j] = {x[1], x[2], x[3], x[4], x[5], x[6], string.sub(area, wo + 1, wo + wl), string.sub(area, uo + 1, uo + ul),
+        lv and string.sub(lv, 24 * j - 23, 24 * j) or zl()}
+    end
+    local e = chunk_new(cands, 1, m)
+    redis.call('APPEND', tmp, dir_entry(e.cid, e.n, e.fw))
+    redis.call('HSET', K_SC, 'mro', done + m)
+    if done + m < n then return false end
+  end
+  if n > 0 then
+    redis.call('RENAME', tmp, K_ROSTER)
+    redis.call('HSET', K_SC, 'rv', new_stamp())
+  else
+    redis.call('DEL', K_ROSTER, tmp)
+    redis.call('HDEL', K_SC, 'rv')
+  end
+  redis.call('DEL', K_LD)
+  redis.call('HDEL', K_SC, 'mro')
+  lv_replaced()
+  return true
+end
+
+local STEPS = {migrate_roster}
+
+local got = redis.call('HMGET', K_CFG, 'bin', 'layout', 'mfrom')
+local bin, found, from = got[1], got[2], got[3]
 if found == LAYOUT then return {'done', LAYOUT} end
 if not found and not bin and redis.call('EXISTS', K_CFG) == 0 then return {'unknown_pool'} end
-if found or not bin then return {'unsupported', found or '1'} end
+if not found then
+  if not bin then return {'unsupported', '1'} end
+  found, from = '2', '1'   -- layout 1 holds layout 2's data
+end
+if found == '2' then
+  from = from or '2'
+  redis.call('HSET', K_CFG, 'layout', MIGRATING, 'mfrom', from, 'mstep', 1)
+  found = MIGRATING
+end
+if found ~= MIGRATING then return {'unsupported', found} end
+local at = tonumber(redis.call('HGET', K_CFG, 'mstep') or '1')
+if STEPS[at]() then
+  at = at + 1
+  redis.call('HSET', K_CFG, 'mstep', at)
+end
+if at <= #STEPS then return {'more', from} end
 redis.call('HSET', K_CFG, 'layout', LAYOUT)
-return {'done', '1'}
+redis.call('HDEL', K_CFG, 'mfrom', 'mstep')
+return {'done', from}

@@ -4,8 +4,8 @@
 -- ARGV: [1] now, ms  [2] worker id  [3] url  [4] dp size (>= 1)  [5] total_kv_blocks
 --       [6] max_num_batched_tokens  [7] kv_events (-1 pool default, 0, 1)  [8] max workers per pool.
 -- Reply: {'ok'} | {'unknown_pool'} | {'layout_mismatch', found layout} | {'too_many'}.
--- Complexity: a new worker: O(log W) + O(roster bytes) of string copying (roster_insert splices its
--- ranks in); a changed spec: O(W) (the candidate roster is rebuilt); an unchanged heartbeat: O(1).
+-- Complexity: a new worker or a changed spec: O(CH + dp) + O(W/CH) directory bytes (roster_replace
+-- rewrites the one or two roster chunks holding the worker's ranks; CH = 64); an unchanged heartbeat: O(1).
 bind(KEYS)
 local now, wid, url = tonumber(ARGV[1]), ARGV[2], ARGV[3]
 local dp, tkv, mnbt, kve = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
@@ -38,5 +38,5 @@ while w[W.DP] > dp do
   w[W.DP] = w[W.DP] - 1
 end
 redis.call('HSET', K_WK, wid, cmsgpack.pack(w))
-if not wp then roster_insert(wid, w) else roster_rebuild({[wid] = w}) end
+roster_replace(wid, w)
 return {'ok'}

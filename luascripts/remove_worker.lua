@@ -4,7 +4,7 @@
 -- KEYS: the pool's key list (see lib.lua; the body starts with bind(KEYS)).
 -- ARGV: [1] now, ms  [2] worker id.
 -- Reply: {'ok'} | {'unknown_pool'} | {'layout_mismatch', found layout} | {'unknown_worker'}.
--- Complexity: O(W) + bounded reclamation.
+-- Complexity: O(CH + dp) + O(W/CH) directory bytes (roster_replace) + bounded reclamation.
 bind(KEYS)
 local now, wid = tonumber(ARGV[1]), ARGV[2]
 local refused = pool_check()
@@ -22,6 +22,6 @@ redis.call('HDEL', K_SEEN, wid)
 redis.call('HDEL', K_HC, wid)   -- health belongs to the registration: a worker registered again starts healthy
 redis.call('HDEL', K_HU, wid)
 redis.call('ZREM', K_WZ, wid)
-roster_rebuild(nil)
+roster_replace(wid, nil)
 reclaim(now, 64, 1024)
 return {'ok'}

@@ -20,8 +20,8 @@
 --        {{wid, rank, dev, host, disk, event, soft, depth, credit, prefill, decode, requests, cost, reason, url}...}}
 --   | {'scores', {wid, rank, blocks}...}
 -- Complexity: O(D/32 + W·log 32) bucket HGETs on prefix-closed data (+ O(D) per rank with orphans or
--- non-device tiers), O(W) candidate work (loads `lv` one GET, unpacked in bulk; roster `ro` memoized by its stamp, one GET
--- only after it changed;
+-- non-device tiers), O(W) candidate work (loads: lv_all, one MGET of the loads chunks, unpacked in bulk; roster memoized
+-- by its stamp, only its changed chunks re-read;
 -- worker ids/urls sliced only where needed), holder tests by record-aligned string.find of the 4-byte slot
 -- (only position 0's records are decoded), O(expired leases) releases, bounded reclamation (one ZCARD of sx
 -- skips the soft sweep and the soft layer when the pool has no soft entries); query hashes are sliced only at
@@ -225,12 +225,12 @@ if cfg.wttl > 0 then
   for i = 1, #kv, 2 do seen[kv[i]] = tonumber(kv[i + 1]) end
 end
 local function is_live(wid) return cfg.wttl == 0 or now < (seen[wid] or 0) + cfg.wttl end
--- Loads of every candidate, one GET: LV[3i-2..3i] = prefill tokens, decode blocks, requests.
+-- Loads of every candidate (lv_all: one MGET of the loads chunks): LV[3i-2..3i] = prefill tokens, decode blocks, requests.
 -- (memoized across calls under the loads stamp, lv_touch in lib.lua; this call's own releases above have
 -- already been applied to it). The memo is read-only until the booking below.
 local LV, lvstamp = lv_memo_get(N)
 if not LV and N > 0 then
-  local lvs = redis.call('GET', K_LD) or ''
+  local lvs = lv_all()
   if #lvs == 24 * N then
     LV = bulk_unpack(lvs, 1, N, 'ddd', 3, 0)
     if lvstamp then lv_memo_put(lvstamp, LV) end

@@ -3,7 +3,11 @@ package statestore_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"os"
+	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,6 +17,7 @@ import (
 
 	"github.com/kvrouter/kvrouter/blockhash"
 	"github.com/kvrouter/kvrouter/internal/testredis"
+	"github.com/kvrouter/kvrouter/luascripts"
 	"github.com/kvrouter/kvrouter/statestore"
 )
 
@@ -72,7 +77,7 @@ func checkMismatch(t *testing.T, op string, err error) {
 		t.Errorf("%s: code %q", op, code)
 	}
 	msg := err.Error()
-	for _, want := range []string{"key layout 1", "layout 2", "pool migrate", "pool recreate"} {
+	for _, want := range []string{"key layout 1", "layout " + strconv.Itoa(luascripts.Layout), "pool migrate", "pool recreate"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("%s: %q does not say %q", op, msg, want)
 		}
@@ -111,7 +116,8 @@ func routeW0(t *testing.T, st statestore.Store, pool string, now int64) {
 }
 
 // TestRedisLayoutMismatchMigrate: a pool written by the layout-1 scripts answers layout_mismatch to every
-// operation of this layout (never a silent miss); `pool migrate` brings it to layout 2 and routing works.
+// operation of this layout (never a silent miss); `pool migrate` brings it to this layout (3: through
+// layout 2's data, converting the roster into chunks) and routing works.
 func TestRedisLayoutMismatchMigrate(t *testing.T) {
 	srv := sharedRedis(t)
 	ctx := context.Background()
@@ -137,8 +143,8 @@ func TestRedisLayoutMismatchMigrate(t *testing.T) {
 	if err != nil || from != "1" {
 		t.Fatalf("migrate: from %q, %v", from, err)
 	}
-	if from, err := st.MigratePool(ctx, "old"); err != nil || from != "2" {
-		t.Fatalf("migrate again: from %q, %v (want a no-op from 2)", from, err)
+	if from, err := st.MigratePool(ctx, "old"); err != nil || from != strconv.Itoa(luascripts.Layout) {
+		t.Fatalf("migrate again: from %q, %v (want a no-op from %d)", from, err, luascripts.Layout)
 	}
 	got, err := st.GetPool(ctx, "old")
 	if err != nil || got.BlockSize != 16 || got.LeaseTTLMs != cfg.LeaseTTLMs {
@@ -242,4 +248,181 @@ func poolKeysIn(t *testing.T, c rueidis.Client, prefix, pool string) []string {
 		}
 	}
 	return out
+}
+
+// layout2Script returns one operation of the layout-2 fixture (testdata/layout2) as an EVAL script.
+func layout2Script(t *testing.T, name string) *rueidis.Lua {
+	t.Helper()
+	var src strings.Builder
+	for _, f := range []string{"knobs_gen", "lib"} {
+		b, err := os.ReadFile("testdata/layout2/" + f + ".lua")
+		if err != nil {
+			t.Fatal(err)
+		}
+		src.Write(b)
+		src.WriteString("\n")
+	}
+	body, err := os.ReadFile("testdata/layout2/" + name + ".lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.WriteString("local function kvr_op(KEYS, ARGV)\n" + string(body) + "\nend\nreturn kvr_op(KEYS, ARGV)\n")
+	return rueidis.NewLuaScript(src.String())
+}
+
+// TestRedisLayout2Migrate: a pool written by layout 2's scripts (testdata/layout2: one packed roster
+// string, one loads string) with ~400 ranks, bookings and some releases — the same operations applied to
+// a memory store — answers layout_mismatch to this layout, and `pool migrate` converts it in bounded
+// steps (one 64-candidate chunk per call) into the chunked roster of layout 3: every rank's loads carried,
+// the leases booked under layout 2 released correctly afterwards (their roster-index hints still point
+// at their ranks: the order is unchanged), and decisions, registrations and removals keep matching the
+// memory store.
+func TestRedisLayout2Migrate(t *testing.T) {
+	srv := sharedRedis(t)
+	ctx := context.Background()
+	st := newRedisStorePrefix(t, "l2:", srv.Addr())
+	mem := statestore.NewMemory()
+	cfg := statestore.DefaultPoolConfig(16)
+	for _, s := range []statestore.Store{st, mem} {
+		if err := s.PutPool(ctx, "p", cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	keys := statestore.PoolKeys("l2:", "p")
+	// cfg is the same in layouts 2 and 3 (the knobs, the packed 'bin'): only the recorded version differs.
+	if err := c.Do(ctx, c.B().Hset().Key(keys[0]).FieldValue().FieldValue("layout", "2").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	putWorker, route, lease := layout2Script(t, "put_worker"), layout2Script(t, "route"), layout2Script(t, "lease")
+	knobs, err := os.ReadFile("testdata/layout2/knobs_gen.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	overrides := strings.Count(regexp.MustCompile(`CFG_OVERRIDES = \{[^}]*\}`).FindString(string(knobs)), "'") / 2
+	r := rand.New(rand.NewPCG(2, 3))
+	var now int64 = 1000
+	var ids []string
+	for i := 0; i < 200; i++ {
+		id := fmt.Sprintf("w%x", r.IntN(1<<uint(4+r.IntN(12))))
+		spec := statestore.WorkerSpec{WorkerID: id, URL: "http://" + id, DPSize: 1 + r.IntN(3), TotalKVBlocks: 1000, MaxNumBatchedTokens: 512}
+		if err := mem.PutWorker(ctx, "p", spec, now); err != nil {
+			t.Fatal(err)
+		}
+		args := []string{strconv.FormatInt(now, 10), id, spec.URL, strconv.Itoa(spec.DPSize), "1000", "512", "-1", "4096"}
+		if err := putWorker.Exec(ctx, c, keys, args).Error(); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	var open []string
+	for i := 0; i < 150; i++ {
+		req := statestore.RouteRequest{Pool: "p", RequestID: fmt.Sprintf("r%d", i), ISL: int64(r.IntN(200)), Random: r.Float64(), NowMs: now}
+		d, err := mem.Route(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		args := []string{"route", strconv.FormatInt(now, 10), req.RequestID, "", strconv.FormatInt(req.ISL, 10), "", "",
+			strconv.FormatFloat(req.Random, 'g', -1, 64)}
+		for j := 0; j < overrides; j++ {
+			args = append(args, "")
+		}
+		args = append(args, "0", "0")
+		arr, err := route.Exec(ctx, c, keys, args).ToArray()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := arr[1].ToString(); got != d.WorkerID { // {'ok', wid, ...}
+			t.Fatalf("%s: layout 2 chose %q, memory %q", req.RequestID, got, d.WorkerID)
+		}
+		open = append(open, req.RequestID)
+		if i%3 == 2 { // release some under layout 2
+			id := open[0]
+			open = open[1:]
+			if _, err := mem.Done(ctx, "p", id, now); err != nil {
+				t.Fatal(err)
+			}
+			if err := lease.Exec(ctx, c, keys, []string{"done", strconv.FormatInt(now, 10), id}).Error(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	_, err = st.Workers(ctx, "p", now)
+	var lm *statestore.LayoutMismatchError
+	if !errors.As(err, &lm) {
+		t.Fatalf("workers on a layout-2 pool: %v, want layout_mismatch", err)
+	}
+
+	from, err := st.MigratePool(ctx, "p")
+	if err != nil || from != "2" {
+		t.Fatalf("migrate: from %q, %v", from, err)
+	}
+	if from, err := st.MigratePool(ctx, "p"); err != nil || from != strconv.Itoa(luascripts.Layout) {
+		t.Fatalf("migrate again: from %q, %v", from, err)
+	}
+	if n, err := c.Do(ctx, c.B().Exists().Key(keys[4], keys[1]+":m").Build()).AsInt64(); err != nil || n != 0 {
+		t.Fatalf("layout 2's loads string or the temporary directory left after migrate: %d, %v", n, err)
+	}
+	compare := func(when string) {
+		t.Helper()
+		a, err := mem.Workers(ctx, "p", now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := st.Workers(ctx, "p", now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(a, b) {
+			t.Fatalf("%s: workers differ:\nredis  %+v\nmemory %+v", when, b, a)
+		}
+	}
+	compare("after migrate")
+	if n := checkChunks(t, srv.Addr(), "l2:", "p", 0, "after migrate"); n < 5 {
+		t.Fatalf("%d chunks after migrate", n)
+	}
+	both := func(f func(s statestore.Store) error) {
+		t.Helper()
+		for _, s := range []statestore.Store{mem, st} {
+			if err := f(s); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, id := range open[:len(open)/2] { // layout-2 leases released by layout 3
+		both(func(s statestore.Store) error { _, err := s.Done(ctx, "p", id, now); return err })
+	}
+	open = open[len(open)/2:]
+	compare("after releasing layout-2 leases")
+	for i := 0; i < 40; i++ {
+		now += 10
+		id := ids[r.IntN(len(ids))]
+		if i%2 == 0 {
+			both(func(s statestore.Store) error { return s.RemoveWorker(ctx, "p", id, now) })
+			both(func(s statestore.Store) error {
+				return s.PutWorker(ctx, "p", statestore.WorkerSpec{WorkerID: id, URL: "http://" + id, DPSize: 2}, now)
+			})
+		} else {
+			both(func(s statestore.Store) error {
+				return s.PutWorker(ctx, "p", statestore.WorkerSpec{WorkerID: fmt.Sprintf("m%d", i), URL: "http://m"}, now)
+			})
+		}
+		req := statestore.RouteRequest{Pool: "p", RequestID: fmt.Sprintf("n%d", i), ISL: int64(r.IntN(200)), Random: r.Float64(), NowMs: now}
+		a, err := mem.Route(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := st.Route(ctx, req)
+		if err != nil || !reflect.DeepEqual(a, b) {
+			t.Fatalf("%s after migrate: redis %+v (%v), memory %+v", req.RequestID, b, err, a)
+		}
+	}
+	for _, id := range open {
+		both(func(s statestore.Store) error { _, err := s.Done(ctx, "p", id, now); return err })
+	}
+	compare("after every release")
 }

@@ -2,10 +2,16 @@ package statestore_test
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"sort"
+	"strconv"
+	"strings"
 	"testing"
+
+	"github.com/redis/rueidis"
 
 	"github.com/kvrouter/kvrouter/statestore"
 )
@@ -168,4 +174,236 @@ func TestRedisMemosAfterRecreate(t *testing.T) {
 	if !reflect.DeepEqual(wm, wr) {
 		t.Fatalf("workers after recreate:\nredis  %+v\nmemory %+v", wr, wm)
 	}
+}
+
+// TestRedisRosterChunks drives the chunked roster (layout 3: chunks of at most 64 candidates under a
+// directory, roster_replace in lib.lua) through many splits and merges against the memory store: ~300
+// workers of 1–4 ranks (and one of 150 ranks, more than a chunk) registered in random order (ids that are
+// prefixes of each other, so new ranks land before, between and after existing ones, inside and at the
+// edges of chunks), routes booked all along, leases released after the splits moved their ranks (stale
+// roster-index hints), workers removed and registered again under the same id (new ranks, zero loads),
+// and dp changes (a worker's run grows or shrinks in place, loads of surviving ranks carried). Every
+// decision, and the whole worker list with loads at each checkpoint, must match the memory store's.
+func TestRedisRosterChunks(t *testing.T) {
+	srv := sharedRedis(t)
+	ctx := context.Background()
+	stores := []statestore.Store{statestore.NewMemory(), newRedisStorePrefix(t, "chunks:", srv.Addr())}
+	cfg := statestore.DefaultPoolConfig(16)
+	for _, s := range stores {
+		if err := s.PutPool(ctx, "p", cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := rand.New(rand.NewPCG(3, 64))
+	var ids []string
+	for i := 0; i < 300; i++ {
+		ids = append(ids, fmt.Sprintf("w%x", r.IntN(1<<uint(4+r.IntN(12)))))
+	}
+	ids = append(ids, "big", "w", "w0")
+	r.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
+	var now int64 = 1000
+	var open []string
+	nreq := 0
+	dp := map[string]int{}
+	put := func(id string, n int) {
+		spec := statestore.WorkerSpec{WorkerID: id, URL: "http://" + id, DPSize: n, TotalKVBlocks: 1000, MaxNumBatchedTokens: 512}
+		for _, s := range stores {
+			if err := s.PutWorker(ctx, "p", spec, now); err != nil {
+				t.Fatal(err)
+			}
+		}
+		dp[id] = n
+	}
+	remove := func(id string) {
+		for _, s := range stores {
+			if err := s.RemoveWorker(ctx, "p", id, now); err != nil {
+				t.Fatal(err)
+			}
+		}
+		delete(dp, id)
+	}
+	route := func() {
+		nreq++
+		req := statestore.RouteRequest{Pool: "p", RequestID: fmt.Sprintf("r%d", nreq), ISL: int64(r.IntN(200)),
+			Random: r.Float64(), NowMs: now}
+		var first statestore.Decision
+		for i, s := range stores {
+			d, err := s.Route(ctx, req)
+			if err != nil {
+				t.Fatalf("%s route: %v", req.RequestID, err)
+			}
+			if i == 0 {
+				first = d
+			} else if !reflect.DeepEqual(d, first) {
+				t.Fatalf("%s: redis decided %+v, memory %+v", req.RequestID, d, first)
+			}
+		}
+		open = append(open, req.RequestID)
+	}
+	release := func(k int) {
+		for _, id := range open[:k] {
+			for _, s := range stores {
+				if r.IntN(4) == 0 {
+					if _, err := s.PrefillDone(ctx, "p", id, now); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if _, err := s.Done(ctx, "p", id, now); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		open = open[k:]
+	}
+	compareWorkers := func(when string) {
+		t.Helper()
+		var first []statestore.WorkerInfo
+		for i, s := range stores {
+			ws, err := s.Workers(ctx, "p", now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i == 0 {
+				first = ws
+			} else if !reflect.DeepEqual(ws, first) {
+				t.Fatalf("%s: workers differ:\nredis  %+v\nmemory %+v", when, ws, first)
+			}
+		}
+		ranks := 0
+		for _, n := range dp {
+			ranks += n
+		}
+		checkChunks(t, srv.Addr(), "chunks:", "p", ranks, when)
+	}
+	for k, id := range ids {
+		n := 1 + r.IntN(4)
+		if id == "big" {
+			n = 150
+		}
+		put(id, n)
+		if k%4 == 0 {
+			route()
+		}
+		if k%40 == 39 { // release the older half: their ranks moved (and their chunks split) since booking
+			release(len(open) / 2)
+			compareWorkers(fmt.Sprintf("after %d registrations", k+1))
+		}
+		now += 10
+	}
+	for j := 0; j < 40; j++ {
+		route()
+	}
+	// Churn: removals, re-registrations under the same id, dp changes (grow and shrink), with bookings.
+	for j := 0; j < 240; j++ {
+		var live []string
+		for id := range dp {
+			live = append(live, id)
+		}
+		sort.Strings(live)
+		id := live[r.IntN(len(live))]
+		switch r.IntN(3) {
+		case 0:
+			remove(id)
+			if r.IntN(2) == 0 {
+				put(id, 1+r.IntN(4))
+			}
+		case 1:
+			put(id, 1+r.IntN(6)) // a spec change when dp differs, a heartbeat otherwise
+		default:
+			put(fmt.Sprintf("n%d", j), 1+r.IntN(3))
+		}
+		if j%3 == 0 {
+			route()
+		}
+		if j%30 == 29 {
+			release(len(open) / 3)
+			compareWorkers(fmt.Sprintf("after %d churn steps", j+1))
+		}
+		now += 10
+	}
+	release(len(open))
+	compareWorkers("after every release")
+	if n := checkChunks(t, srv.Addr(), "chunks:", "p", 0, ""); n < 10 {
+		t.Fatalf("%d chunks: the test should split the roster into many", n)
+	}
+	for id := range dp { // empty the pool, then fill it again: the roster starts from no chunks
+		remove(id)
+	}
+	compareWorkers("empty")
+	for j := 0; j < 100; j++ { // descending ids: a new first worker before a full first chunk
+		put(fmt.Sprintf("again%03d", 99-j), 1+j%3)
+	}
+	for j := 0; j < 20; j++ {
+		route()
+	}
+	compareWorkers("refilled")
+	for j := 0; j < 150; j++ { // ascending ids after every other: a full last chunk gets a new one after it
+		put(fmt.Sprintf("zz%03d", j), 1)
+		if j%10 == 0 {
+			route()
+		}
+	}
+	release(len(open) / 2)
+	compareWorkers("appended")
+}
+
+// checkChunks checks a layout-3 roster's keys (lib.lua "Chunked roster"): the directory `ro` lists chunks
+// of 1–64 candidates whose counts add up to ranks (unless 0 is given), and exactly those chunks have
+// `ro:<cid>` and `lv:<cid>` keys (24 bytes of loads per candidate): copy-on-write leaves no garbage. It
+// returns the number of chunks.
+func checkChunks(t *testing.T, addr, prefix, pool string, ranks int, when string) int {
+	t.Helper()
+	ctx := context.Background()
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	keys := statestore.PoolKeys(prefix, pool)
+	ro, lv := keys[1], keys[4]
+	dir, err := c.Do(ctx, c.B().Get().Key(ro).Build()).AsBytes()
+	if rueidis.IsRedisNil(err) {
+		dir, err = nil, nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{}
+	total := 0
+	if len(dir) > 0 {
+		off := 1 + int(dir[0])
+		for off < len(dir) {
+			cid, n, wl := binary.BigEndian.Uint32(dir[off:]), int(binary.BigEndian.Uint32(dir[off+4:])), int(binary.BigEndian.Uint16(dir[off+8:]))
+			off += 10 + wl
+			if n < 1 || n > 64 {
+				t.Fatalf("%s: chunk %d holds %d candidates", when, cid, n)
+			}
+			want[strconv.FormatUint(uint64(cid), 10)] = n
+			total += n
+		}
+	}
+	if ranks > 0 && total != ranks {
+		t.Fatalf("%s: the directory counts %d candidates, the pool has %d ranks", when, total, ranks)
+	}
+	for _, k := range []string{ro, lv} {
+		got, err := c.Do(ctx, c.B().Keys().Pattern(k+":*").Build()).AsStrSlice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d keys %s:*, the directory lists %d chunks", when, len(got), k, len(want))
+		}
+		for _, key := range got {
+			n, ok := want[strings.TrimPrefix(key, k+":")]
+			if !ok {
+				t.Fatalf("%s: %s is no chunk of the directory", when, key)
+			}
+			if k == lv {
+				if l, err := c.Do(ctx, c.B().Strlen().Key(key).Build()).AsInt64(); err != nil || l != int64(24*n) {
+					t.Fatalf("%s: %s holds %d bytes, want %d (%v)", when, key, l, 24*n, err)
+				}
+			}
+		}
+	}
+	return len(want)
 }

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/kvrouter/kvrouter/internal/testredis"
+	"github.com/kvrouter/kvrouter/luascripts"
 	"github.com/kvrouter/kvrouter/statestore"
 )
 
@@ -91,7 +93,7 @@ func TestPoolMigrateRecreate(t *testing.T) {
 		out := capture(t, func() error {
 			return poolCommands[action].run(ctx, []string{"chat", "--store", url, "--prefix", "pm:"})
 		})
-		if !strings.Contains(out, `"from_layout": "1"`) || !strings.Contains(out, `"layout": 2`) {
+		if !strings.Contains(out, `"from_layout": "1"`) || !strings.Contains(out, fmt.Sprintf(`"layout": %d`, luascripts.Layout)) {
 			t.Errorf("pool %s: %s", action, out)
 		}
 		if cfg, err := st.GetPool(ctx, "chat"); err != nil || cfg.BlockSize != 32 {

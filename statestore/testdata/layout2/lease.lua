@@ -1,0 +1,36 @@
+-- lease.lua — end or renew one request's lease: prefill_done (release its prefill tokens), done (release
+-- the whole lease), renew (extend to now + lease_ttl_ms). Idempotent. Expired leases are released first.
+--
+-- KEYS: the pool's key list (see lib.lua; the body starts with bind(KEYS)).
+-- ARGV: [1] op: 'prefill_done' | 'done' | 'renew'  [2] now, ms  [3] request id.
+-- Reply: {'unknown_pool'} | {'layout_mismatch', found layout} | {'ok', 1 if the lease existed else 0}.
+-- Complexity: O(expired leases) + O(1): the rank's loads are found by the lease's roster-index hint
+-- (rid_locate: two GETRANGEs), the whole roster is read only when the roster changed since the booking.
+bind(KEYS)
+local op, now, id = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+local lttl = nil   -- the pool's lease_ttl_ms, read (with every knob) only to renew
+if op == 'renew' then
+  local cfg, refused = cfg_get()
+  if not cfg then return refused end
+  lttl = cfg.lttl
+else
+  local refused = pool_check()
+  if refused then return refused end
+end
+release_expired(now)
+local lp = redis.call('HGET', K_LS, id)
+if not lp then return {'ok', 0} end
+local l = cmsgpack.unpack(lp)
+if op == 'prefill_done' then
+  local i = rid_locate(l[L.RID], l[L.IDX])
+  if i then ld_add(i, 0 - l[L.PREFILL], 0, 0) end
+  l[L.PREFILL] = 0
+  redis.call('HSET', K_LS, id, cmsgpack.pack(l))
+elseif op == 'done' then
+  end_lease(id, l, now)
+else
+  l[L.EXPIRY] = now + lttl
+  redis.call('HSET', K_LS, id, cmsgpack.pack(l))
+  redis.call('ZADD', K_LX, l[L.EXPIRY], id)
+end
+return {'ok', 1}
