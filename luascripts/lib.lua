@@ -41,26 +41,33 @@
 --  21 sy      ZSET   idle session id scored by idle_at_ms (bindings with no active request; swept once
 --                    past session_affinity_ttl_ms by sweep_sessions: SPEC §8, no key grows with the
 --                    number of distinct session ids ever seen)
+--  22 lz      ZSET   the load order (layout 3; route's sublinear selection): one member per roster candidate,
+--                    packed load (24 bytes, exactly its lv bytes) ‖ candidate key (LZ.ck), scored by the
+--                    load key (LZ.score, the pool's prefill_load_scale/decode_active_request_weight/block_size).
+--                    Equal scores sort by member, so one exact load is one contiguous run in candidate order:
+--                    a load group. Kept by lv_set / roster_insert / roster_rebuild, rescored by put_pool.
+--  23 lc      HASH   packed load (24 bytes) -> members of lz with that load (a group's size; no zero entries)
 -- Bucket suffixes are the only strings appended in Lua; every key stays under the pool's hash tag.
 
 -- LAYOUT: the key-layout version (SPEC §8 "Layout version"; luascripts.Layout in Go, checked by a test).
 -- Written as cfg field 'layout' by put_pool; every operation meeting a pool whose cfg holds another
 -- version (or none: layout 1, before versions were recorded) answers {'layout_mismatch', found}.
-local LAYOUT = '2'
+local LAYOUT = '3'
 
 local K_CFG, K_ROSTER, K_WK, K_SEEN, K_LD, K_FENCE, K_SC, K_ORPH, K_ND, K_DEAD, K_LS, K_LX, K_SS, K_SX, K_E, K_G, K_S, K_WZ
-local K_HC, K_HU, K_SY
+local K_HC, K_HU, K_SY, K_LZ, K_LC
 local ROS, EC, CNT   -- per-call caches (roster, event-index entries, counter deltas), reset by bind
 local LVW, LVSTAMP   -- this call's loads memo and stamp after its first loads write (lv_touch); LVW false: none
+local LZC            -- this call's pool knobs for lz scores (LZ.knobs), nil until read
 
 -- bind starts a call: the pool's key names (KEYS as statestore.PoolKeys builds them) and fresh caches.
 local function bind(keys)
   K_CFG, K_ROSTER, K_WK, K_SEEN, K_LD, K_FENCE, K_SC, K_ORPH, K_ND, K_DEAD, K_LS, K_LX, K_SS, K_SX, K_E, K_G, K_S, K_WZ =
     keys[1], keys[2], keys[3], keys[4], keys[5], keys[6], keys[7], keys[8], keys[9], keys[10], keys[11], keys[12],
     keys[13], keys[14], keys[15], keys[16], keys[17], keys[18]
-  K_HC, K_HU, K_SY = keys[19], keys[20], keys[21]
+  K_HC, K_HU, K_SY, K_LZ, K_LC = keys[19], keys[20], keys[21], keys[22], keys[23]
   ROS, EC, CNT = nil, {}, {h = {}, o = {}, n = {}}
-  LVW, LVSTAMP = nil, nil
+  LVW, LVSTAMP, LZC = nil, nil, nil
 end
 
 -- layout_reply is the reply for a pool whose cfg records layout v (nil: none recorded).
@@ -217,6 +224,79 @@ local function rwid(i)
   local wo, wl = struct.unpack('>I4I4', R.s, R.rb + (i - 1) * RW + ROFF.WID)
   return string.sub(R.s, R.str + wo, R.str + wo + wl - 1)
 end
+-- rnum returns candidate i's f64 field at record offset off (ROFF.MNBT, ROFF.TKV): one field, no column.
+local function rnum(i, off)
+  local R = ROS
+  return (struct.unpack('>d', R.s, R.rb + (i - 1) * RW + off))
+end
+
+-- Load order (keys lz, lc; layout 3): route's sublinear selection reads it from the head (route.lua
+-- fast_select; the memory store's memory_loadorder.go + memory_select.go, whose proof it follows).
+-- A member is packed load (24 bytes, '>ddd': lv's bytes) ‖ candidate key LZ.ck; its score is LZ.score of
+-- the load. Members with equal scores sort by their bytes, so the candidates with one exact load form one
+-- contiguous run of lz ordered by candidate key = candidate order (a load group, its size in lc).
+-- Maintained in one place per kind of write: lv_set (every loads change), roster_insert (zero-load
+-- members), roster_rebuild (LZ.rebuild), put_pool (LZ.rescore after a scoring knob changed).
+local LZ = {}
+-- LZ.ck: the candidate key of (worker id, dp rank, index slot). Sorts like the candidate order (worker id
+-- bytes, then rank): NUL in the id is escaped as \0\1 and the id ends with \0\0, so a prefix sorts first;
+-- the slot after the rank never decides (a (worker, rank) pair is unique) but names the roster index
+-- through rlive (LZ.index) without any search.
+function LZ.ck(wid, rank, slot)
+  return (string.gsub(wid, '%z', '\0\1')) .. '\0\0' .. struct.pack('>I4I4', rank, slot)
+end
+-- LZ.rck: candidate i's key (roster index, 1-based).
+function LZ.rck(i)
+  local R = ros()
+  local slot, _, rank = struct.unpack('>I4I4I4', R.s, R.rb + (i - 1) * RW)
+  return LZ.ck(rwid(i), rank, slot)
+end
+-- LZ.slot: the index slot named by member (or candidate key) m.
+function LZ.slot(m) return (struct.unpack('>I4', m, #m - 3)) end
+-- LZ.knobs: the pool's scoring knobs {pls, rw, bs} (cfg's fields; read once per call).
+function LZ.knobs()
+  if not LZC then
+    local v = redis.call('HMGET', K_CFG, 'pls', 'rw', 'bs')
+    LZC = {pls = tonumber(v[1]) or 0, rw = tonumber(v[2]) or 0, bs = tonumber(v[3]) or 1}
+  end
+  return LZC
+end
+-- LZ.score: a load's key, memory_loadorder.go loadKey operation by operation (prefill_load_scale ·
+-- (prefill / block_size) + decode blocks + decode_active_request_weight · requests).
+function LZ.score(c, p, d, r) return c.pls * (p / c.bs) + d + c.rw * r end
+-- LZ.move moves candidate key ck from load old to load new (24-byte strings; nil: absent).
+function LZ.move(ck, old, new)
+  if old == new then return end
+  if old then
+    redis.call('ZREM', K_LZ, old .. ck)
+    if redis.call('HINCRBY', K_LC, old, -1) <= 0 then redis.call('HDEL', K_LC, old) end
+  end
+  if new then
+    local p, d, r = struct.unpack('>ddd', new)
+    redis.call('ZADD', K_LZ, LZ.score(LZ.knobs(), p, d, r), new .. ck)
+    redis.call('HINCRBY', K_LC, new, 1)
+  end
+end
+-- LZ.add adds members (load ‖ key strings) to lz and their counts to lc: ZADD 256 at a time.
+function LZ.add(members)
+  local c, args, cnt = LZ.knobs(), {}, {}
+  for _, m in ipairs(members) do
+    local l = string.sub(m, 1, 24)
+    local p, d, r = struct.unpack('>ddd', l)
+    args[#args + 1] = LZ.score(c, p, d, r)
+    args[#args + 1] = m
+    cnt[l] = (cnt[l] or 0) + 1
+    if #args >= 512 then redis.call('ZADD', K_LZ, unpack(args)); args = {} end
+  end
+  if #args > 0 then redis.call('ZADD', K_LZ, unpack(args)) end
+  for l, k in pairs(cnt) do redis.call('HINCRBY', K_LC, l, k) end
+end
+-- LZ.rescore recomputes every member's score after the scoring knobs changed (O(W log W), put_pool only).
+function LZ.rescore()
+  local all = redis.call('ZRANGE', K_LZ, 0, -1)
+  redis.call('DEL', K_LZ, K_LC)
+  LZ.add(all)
+end
 -- BULK_FMT: bulk_unpack's formats by record format and count (at most 128 per record format), built
 -- once per library load: a library's module-level state outlives the call, unlike an EVAL script's.
 local BULK_FMT = {}
@@ -363,11 +443,16 @@ local function lv_memo_put(stamp, m)
   if MEMO.n_lv >= MEMO.cap then MEMO.lv, MEMO.n_lv = {}, 0 end
   MEMO.lv[lv_key(stamp)], MEMO.n_lv = m, MEMO.n_lv + 1
 end
--- lv_set writes candidate i's loads to lv (and to this call's memo).
+-- lv_set writes candidate i's loads to lv (and to this call's memo) and moves its lz member to the new
+-- load (LZ.move: the load order is maintained here and nowhere else for loads changes).
 local function lv_set(i, p, d, r)
   local m = lv_touch()
-  redis.call('SETRANGE', K_LD, (i - 1) * 24, struct.pack('>ddd', p, d, r))
+  local off = (i - 1) * 24
+  local old = redis.call('GETRANGE', K_LD, off, off + 23)
+  local new = struct.pack('>ddd', p, d, r)
+  redis.call('SETRANGE', K_LD, off, new)
   if m then m[3 * i - 2], m[3 * i - 1], m[3 * i] = p, d, r end
+  if #old == 24 and old ~= new then LZ.move(LZ.rck(i), old, new) end
 end
 -- lv_replaced drops the memo before lv is rewritten wholesale.
 local function lv_replaced()
@@ -388,7 +473,8 @@ local function ld_add(i, a, b, c)
 end
 
 -- roster_rebuild writes the candidate list from wz + wk (wkc: optional cache of changed worker records),
--- carrying each surviving rank id's loads to its new position (new rank ids start at 0).
+-- carrying each surviving rank id's loads to its new position (new rank ids start at 0), and rebuilds
+-- the load order (lz, lc) from them.
 local function roster_rebuild(wkc)
   local old = ros()
   local lds = redis.call('GET', K_LD) or ''
@@ -399,7 +485,7 @@ local function roster_rebuild(wkc)
   end
   lv_replaced()
   local ids = redis.call('ZRANGE', K_WZ, 0, -1)
-  local recs, strs, lv, sl = {}, {}, {}, {}
+  local recs, strs, lv, sl, lzm = {}, {}, {}, {}, {}
   local soff = 0
   for _, id in ipairs(ids) do
     local w = wkc and wkc[id]
@@ -413,8 +499,11 @@ local function roster_rebuild(wkc)
       local l = oldl[rid]
       if not l or #l ~= 24 then l = string.rep('\0', 24) end
       lv[#lv + 1] = l
+      lzm[#lzm + 1] = l .. LZ.ck(id, r - 1, w[W.SLOTS][r])
     end
   end
+  redis.call('DEL', K_LZ, K_LC)
+  LZ.add(lzm)
   if #recs == 0 then
     redis.call('DEL', K_ROSTER, K_LD)
     redis.call('HDEL', K_SC, 'rv')
@@ -452,11 +541,14 @@ local function roster_insert(wid, w)
   end
   local n, dp = R.n, w[W.DP]
   local soff = (R.n == 0) and 0 or (#R.s - R.str + 1)
-  local sl, recs = {}, {}
+  local sl, recs, lzm = {}, {}, {}
+  local zero = string.rep('\0', 24)
   for r = 1, dp do
     sl[r] = struct.pack('>I4', w[W.SLOTS][r])
     recs[r] = struct.pack(RREC, w[W.SLOTS][r], w[W.RIDS][r], r - 1, w[W.MNBT], w[W.TKV], w[W.KVE], soff, #wid, soff + #wid, #w[W.URL])
+    lzm[r] = zero .. LZ.ck(wid, r - 1, w[W.SLOTS][r])
   end
+  LZ.add(lzm)   -- the new ranks join the zero-load group: O(dp·log W)
   local s = R.s
   local n2 = n + dp
   local out

@@ -32,6 +32,7 @@ func TestSelectionExactAgainstFullScan(t *testing.T) {
 	}
 	t.Cleanup(c.Close)
 	n := 0
+	var opened []*Redis // the Redis stores, for their fast-path counts
 	steps := 80 // per state; rapid draws 100 states (-rapid.checks)
 	if testing.Short() {
 		steps = 30
@@ -49,6 +50,7 @@ func TestSelectionExactAgainstFullScan(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			opened = append(opened, st)
 			return st
 		}},
 	}
@@ -59,6 +61,18 @@ func TestSelectionExactAgainstFullScan(t *testing.T) {
 			decisions := 0
 			rapid.Check(t, func(t *rapid.T) { decisions += checkSelectionExact(t, st.open(), steps) })
 			t.Logf("%d decisions checked", decisions)
+			if st.name == "redis" {
+				// Most states draw knobs the fast path declines (temperature, credit decay, worker_ttl_ms,
+				// scoring overrides), so only a share of the decisions can take it; it must be taken.
+				var fast int64
+				for _, r := range opened {
+					fast += r.fastRoutes.Load()
+				}
+				t.Logf("%d of them through route.lua's fast path", fast)
+				if decisions > 0 && fast*5 < int64(decisions) {
+					t.Errorf("only %d of %d decisions took the fast path", fast, decisions)
+				}
+			}
 		})
 	}
 }
