@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/redis/rueidis"
@@ -33,7 +34,7 @@ func TestSelectionExactAgainstFullScan(t *testing.T) {
 	t.Cleanup(c.Close)
 	n := 0
 	var opened []*Redis // the Redis stores, for their fast-path counts
-	steps := 80 // per state; rapid draws 100 states (-rapid.checks)
+	steps := 80         // per state; rapid draws 100 states (-rapid.checks)
 	if testing.Short() {
 		steps = 30
 	}
@@ -499,4 +500,148 @@ func TestFastPathLargePool(t *testing.T) {
 		}
 	}
 	t.Logf("%d decisions compared", decisions)
+}
+
+// TestRedisFastSelectLargePool drives route.lua's fast path (fast_select) on pools of 400–600 ranks whose
+// loads come from a handful of values, so the minimum is a big load group or several tied groups, with
+// tied holders (overlap_score_credit 0: a holder costs what its load costs), excluded and health-marked
+// workers inside the tied groups (skipped by lz rank), busy fractions (groups tested member by member),
+// long allow-lists (the same), pins and sessions. Before every decision Explain (the full scan) gives the
+// reference; Route must decide exactly the same, and most decisions must take the fast path.
+func TestRedisFastSelectLargePool(t *testing.T) {
+	srv := testredis.Start(t)
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(15, 3))
+	cases := []struct {
+		name          string
+		scale, rw     float64
+		busy, credit  float64
+		unhealthy     int64
+		longAllowList bool
+	}{
+		{"tied-groups", 1, 0, 0, 0, 2, false},       // loads (0,0,n) all tie: several counted groups
+		{"one-group-holders", 1, 1, 0, 0, 2, false}, // the idle group and tied holders: a merge
+		{"scale0-busy", 0, 0, 0.5, 0, 0, false},     // equal decode blocks tie; busy-testable groups listed
+		{"allow-list", 1, 0, 0, 1, 2, true},         // a long allow-list: every group listed
+	}
+	total, fastTotal := 0, int64(0)
+	for ci, tc := range cases {
+		st, err := NewRedis(c, RedisOptions{Name: "redis://" + srv.Addr(), Prefix: fmt.Sprintf("big%d:", ci)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := DefaultPoolConfig(4)
+		cfg.PrefillLoadScale, cfg.DecodeActiveRequestWeight = tc.scale, tc.rw
+		cfg.BusyPrefillFraction, cfg.OverlapScoreCredit = tc.busy, tc.credit
+		if tc.credit == 0 { // every tier: a holder costs exactly what its load costs
+			cfg.HostCacheHitWeight, cfg.DiskCacheHitWeight = 0, 0
+		}
+		cfg.UnhealthyAfter, cfg.UnhealthyBackoffMs = tc.unhealthy, 3600000
+		cfg.SessionAffinityTTLMs = 1000
+		cfg.LeaseTTLMs = 3600000
+		if err := st.PutPool(ctx, "p", cfg); err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for len(ids) < 200+r.IntN(100) {
+			id := fmt.Sprintf("w%04d", r.IntN(10000))
+			if slices.Contains(ids, id) {
+				continue
+			}
+			spec := WorkerSpec{WorkerID: id, URL: "http://" + id, DPSize: 2, MaxNumBatchedTokens: []int64{0, 16, 64}[r.IntN(3)]}
+			if err := st.PutWorker(ctx, "p", spec, 0); err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, id)
+		}
+		// Holders of a chain, in all tiers.
+		local := []uint64{1, 2, 3, 4, 5, 6}
+		seq := blockhash.Sequence(nil, local)
+		for i := 0; i < 12; i++ {
+			ev := Event{Kind: EventStored, Tier: Tier(r.IntN(3)), DPRank: r.IntN(2)}
+			for j := 0; j < 1+r.IntN(len(local)); j++ {
+				ev.Blocks = append(ev.Blocks, StoredBlock{EngineHash: seq[j] + uint64(i)<<40, LocalHash: local[j]})
+			}
+			if _, err := st.ApplyEvents(ctx, EventBatch{Pool: "p", WorkerID: ids[r.IntN(len(ids))], Events: []Event{ev}, NowMs: 1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Loads from a few values: pinned bookings of 0, 4 or 32 tokens, some prefill-done.
+		for i := 0; i < len(ids); i++ {
+			for n := r.IntN(3); n > 0; n-- {
+				isl := []int64{0, 0, 4, 32}[r.IntN(4)]
+				id := fmt.Sprintf("load%d-%d", i, n)
+				if _, err := st.Route(ctx, RouteRequest{Pool: "p", RequestID: id, ISL: isl, PinnedWorker: ids[i], NowMs: 1}); err != nil {
+					t.Fatal(err)
+				}
+				if r.IntN(2) == 0 {
+					if _, err := st.PrefillDone(ctx, "p", id, 1); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		}
+		for i := 0; i < len(ids)/15; i++ { // health-marked workers (in their back-off for the whole test)
+			for j := 0; j < 3; j++ {
+				if _, err := st.ReportForward(ctx, "p", ids[r.IntN(len(ids))], false, 1); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		before := st.fastRoutes.Load()
+		decisions := 0
+		for q := 0; q < 150; q++ {
+			req := RouteRequest{Pool: "p", RequestID: fmt.Sprintf("q%d", q), SeqHashes: seq[:r.IntN(len(seq)+1)], Random: r.Float64(), NowMs: 2}
+			req.ISL = int64(len(req.SeqHashes)*4 + r.IntN(4))
+			switch r.IntN(6) {
+			case 0, 1:
+				for i := r.IntN(30); i > 0; i-- {
+					req.ExcludedWorkers = append(req.ExcludedWorkers, ids[r.IntN(len(ids))])
+				}
+			case 2:
+				req.SessionID = fmt.Sprintf("s%d", r.IntN(4))
+			case 3:
+				req.PinnedWorker = ids[r.IntN(len(ids))]
+			}
+			if tc.longAllowList {
+				for _, id := range ids {
+					if r.IntN(3) > 0 {
+						req.AllowedWorkers = append(req.AllowedWorkers, id)
+					}
+				}
+			}
+			ex, err := st.Explain(ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := st.Route(ctx, req)
+			if ex.Decision == nil {
+				if err == nil {
+					t.Fatalf("%s request %d: the full scan found nothing, route %+v", tc.name, q, d)
+				}
+				continue
+			}
+			if err != nil || d != *ex.Decision {
+				t.Fatalf("%s request %d: route %+v (%v), the full scan %+v", tc.name, q, d, err, *ex.Decision)
+			}
+			decisions++
+			if req.SessionID == "" || r.IntN(2) == 0 { // keep the loads near their few values
+				if _, err := st.Done(ctx, "p", req.RequestID, 2); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		fast := st.fastRoutes.Load() - before
+		t.Logf("%s: %d ranks, %d decisions, %d through the fast path", tc.name, 2*len(ids), decisions, fast)
+		if fast*3 < int64(decisions)*2 { // session hits and pins aside
+			t.Errorf("%s: only %d of %d decisions took the fast path", tc.name, fast, decisions)
+		}
+		total, fastTotal = total+decisions, fastTotal+fast
+	}
+	t.Logf("%d decisions compared, %d fast", total, fastTotal)
 }
