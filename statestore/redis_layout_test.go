@@ -3,6 +3,7 @@ package statestore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -72,7 +73,7 @@ func checkMismatch(t *testing.T, op string, err error) {
 		t.Errorf("%s: code %q", op, code)
 	}
 	msg := err.Error()
-	for _, want := range []string{"key layout 1", "layout 2", "pool migrate", "pool recreate"} {
+	for _, want := range []string{"key layout 1", "reads layout 3", "pool migrate", "pool recreate"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("%s: %q does not say %q", op, msg, want)
 		}
@@ -111,7 +112,8 @@ func routeW0(t *testing.T, st statestore.Store, pool string, now int64) {
 }
 
 // TestRedisLayoutMismatchMigrate: a pool written by the layout-1 scripts answers layout_mismatch to every
-// operation of this layout (never a silent miss); `pool migrate` brings it to layout 2 and routing works.
+// operation of this layout (never a silent miss); `pool migrate` brings it to layout 3 (layout 1's data is
+// layout 2's; the load order lz is built from the roster and loads) and routing works.
 func TestRedisLayoutMismatchMigrate(t *testing.T) {
 	srv := sharedRedis(t)
 	ctx := context.Background()
@@ -137,8 +139,8 @@ func TestRedisLayoutMismatchMigrate(t *testing.T) {
 	if err != nil || from != "1" {
 		t.Fatalf("migrate: from %q, %v", from, err)
 	}
-	if from, err := st.MigratePool(ctx, "old"); err != nil || from != "2" {
-		t.Fatalf("migrate again: from %q, %v (want a no-op from 2)", from, err)
+	if from, err := st.MigratePool(ctx, "old"); err != nil || from != "3" {
+		t.Fatalf("migrate again: from %q, %v (want a no-op from 3)", from, err)
 	}
 	got, err := st.GetPool(ctx, "old")
 	if err != nil || got.BlockSize != 16 || got.LeaseTTLMs != cfg.LeaseTTLMs {
@@ -242,4 +244,81 @@ func poolKeysIn(t *testing.T, c rueidis.Client, prefix, pool string) []string {
 		}
 	}
 	return out
+}
+
+// TestRedisMigrateLayout2To3: a pool of layout 2 (layout 3's keys without the load order lz/lc) with more
+// ranks than one migrate step takes (512) and loads on some of them: `pool migrate` builds lz and lc in
+// several bounded steps, exactly as the layout-3 scripts maintain them, and routing then decides what the
+// full scan decides.
+func TestRedisMigrateLayout2To3(t *testing.T) {
+	srv := sharedRedis(t)
+	ctx := context.Background()
+	st := newRedisStorePrefix(t, "m23:", srv.Addr())
+	cfg := statestore.DefaultPoolConfig(4)
+	cfg.DecodeActiveRequestWeight = 0.3
+	if err := st.PutPool(ctx, "p", cfg); err != nil {
+		t.Fatal(err)
+	}
+	for w := 0; w < 350; w++ { // 700 ranks, some ids with a NUL byte
+		id := "w" + strconv.Itoa(w)
+		if w%50 == 7 {
+			id = "w\x00" + strconv.Itoa(w)
+		}
+		if err := st.PutWorker(ctx, "p", statestore.WorkerSpec{WorkerID: id, URL: "http://x", DPSize: 2}, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 120; i++ {
+		if _, err := st.Route(ctx, statestore.RouteRequest{Pool: "p", RequestID: "r" + strconv.Itoa(i), ISL: int64(4 * (i % 7)), NowMs: 2}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keys := statestore.PoolKeys("m23:", "p")
+	lz, lc := keys[21], keys[22]
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	dump := func() string {
+		z, err := c.Do(ctx, c.B().Zrange().Key(lz).Min("0").Max("-1").Withscores().Build()).ToAny()
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := c.Do(ctx, c.B().Hgetall().Key(lc).Build()).AsStrMap()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprint(z, h)
+	}
+	want := dump()
+	if n, _ := srv.Do(5*time.Second, "ZCARD", lz); n != "700" {
+		t.Fatalf("lz holds %s members, want 700", n)
+	}
+	for _, cmd := range [][]string{{"DEL", lz, lc}, {"HSET", keys[0], "layout", "2"}} {
+		if _, err := srv.Do(5*time.Second, cmd...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = st.Route(ctx, statestore.RouteRequest{Pool: "p", RequestID: "x", ISL: 4, NowMs: 3})
+	if !errors.Is(err, statestore.ErrLayoutMismatch) {
+		t.Fatalf("route on a layout-2 pool: %v", err)
+	}
+	if from, err := st.MigratePool(ctx, "p"); err != nil || from != "2" {
+		t.Fatalf("migrate: from %q, %v", from, err)
+	}
+	if got := dump(); got != want {
+		t.Fatalf("lz/lc after migrate differ from the maintained ones:\n%q\nwant\n%q", got, want)
+	}
+	for i := 0; i < 20; i++ {
+		req := statestore.RouteRequest{Pool: "p", RequestID: "y" + strconv.Itoa(i), ISL: int64(4 * (i % 5)), Random: float64(i) / 20, NowMs: 3}
+		ex, err := st.Explain(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := st.Route(ctx, req)
+		if err != nil || ex.Decision == nil || d != *ex.Decision {
+			t.Fatalf("route after migrate: %+v, %v; the full scan %+v", d, err, ex.Decision)
+		}
+	}
 }
