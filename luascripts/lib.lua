@@ -161,8 +161,9 @@ end
 local W = {URL = 1, DP = 2, TKV = 3, MNBT = 4, KVE = 5, RIDS = 6, SLOTS = 7}
 -- lease (ls): rank id, prefill tokens still booked, decode blocks, expiry ms, session id ('' none), the
 -- session binding's generation, the rank's roster index when booked (a hint for rid_locate; absent in
--- leases booked before it was recorded)
-local L = {RID = 1, PREFILL = 2, DECODE = 3, EXPIRY = 4, SESSION = 5, SGEN = 6, IDX = 7}
+-- leases booked before it was recorded), the rank's candidate key (LZ.ck: fixed for a rank id, so a
+-- release moves its lz member without reading the roster; absent in leases of layout 2)
+local L = {RID = 1, PREFILL = 2, DECODE = 3, EXPIRY = 4, SESSION = 5, SGEN = 6, IDX = 7, CK = 8}
 -- session binding (ss): rank id, worker id, generation, active requests, idle since ms
 local S = {RID = 1, WID = 2, GEN = 3, ACTIVE = 4, IDLE = 5}
 
@@ -261,6 +262,8 @@ function LZ.knobs()
   end
   return LZC
 end
+-- LZ.use: this call's scoring knobs are c's pls, rw, bs (a caller that already read the pool's knobs).
+function LZ.use(c) LZC = {pls = c.pls, rw = c.rw, bs = c.bs} end
 -- LZ.score: a load's key, memory_loadorder.go loadKey operation by operation (prefill_load_scale ·
 -- (prefill / block_size) + decode blocks + decode_active_request_weight · requests).
 function LZ.score(c, p, d, r) return c.pls * (p / c.bs) + d + c.rw * r end
@@ -444,15 +447,17 @@ local function lv_memo_put(stamp, m)
   MEMO.lv[lv_key(stamp)], MEMO.n_lv = m, MEMO.n_lv + 1
 end
 -- lv_set writes candidate i's loads to lv (and to this call's memo) and moves its lz member to the new
--- load (LZ.move: the load order is maintained here and nowhere else for loads changes).
-local function lv_set(i, p, d, r)
+-- load (LZ.move: the load order is maintained here and nowhere else for loads changes). old: the 24 bytes
+-- lv holds for i when the caller just read them (else one GETRANGE); ck: i's candidate key when the caller
+-- has it (a lease records it; else LZ.rck from the roster).
+local function lv_set(i, p, d, r, old, ck)
   local m = lv_touch()
   local off = (i - 1) * 24
-  local old = redis.call('GETRANGE', K_LD, off, off + 23)
+  old = old or redis.call('GETRANGE', K_LD, off, off + 23)
   local new = struct.pack('>ddd', p, d, r)
   redis.call('SETRANGE', K_LD, off, new)
   if m then m[3 * i - 2], m[3 * i - 1], m[3 * i] = p, d, r end
-  if #old == 24 and old ~= new then LZ.move(LZ.rck(i), old, new) end
+  if #old == 24 and old ~= new then LZ.move(ck or LZ.rck(i), old, new) end
 end
 -- lv_replaced drops the memo before lv is rewritten wholesale.
 local function lv_replaced()
@@ -460,16 +465,19 @@ local function lv_replaced()
   MEMO.lv[lv_key(LVSTAMP)] = nil
   LVW = false
 end
--- ld_read / ld_add: one candidate's loads (prefill tokens, decode blocks, requests).
+-- ld_read / ld_add: one candidate's loads (prefill tokens, decode blocks, requests); ck as lv_set's.
 local function ld_read(i)
   local off = (i - 1) * 24
   local v = redis.call('GETRANGE', K_LD, off, off + 23)
   if #v ~= 24 then return 0, 0, 0 end
   return struct.unpack('>ddd', v)
 end
-local function ld_add(i, a, b, c)
-  local p, d, r = ld_read(i)
-  lv_set(i, p + a, d + b, r + c)
+local function ld_add(i, a, b, c, ck)
+  local off = (i - 1) * 24
+  local v = redis.call('GETRANGE', K_LD, off, off + 23)
+  if #v ~= 24 then return lv_set(i, a, b, c, v, ck) end
+  local p, d, r = struct.unpack('>ddd', v)
+  lv_set(i, p + a, d + b, r + c, v, ck)
 end
 
 -- roster_rebuild writes the candidate list from wz + wk (wkc: optional cache of changed worker records),
@@ -572,7 +580,7 @@ end
 -- end_lease releases a lease's remaining load and its session hold at time t (memory: endLease).
 local function end_lease(id, l, t)
   local i = rid_locate(l[L.RID], l[L.IDX])
-  if i then ld_add(i, 0 - l[L.PREFILL], 0 - l[L.DECODE], -1) end
+  if i then ld_add(i, 0 - l[L.PREFILL], 0 - l[L.DECODE], -1, l[L.CK]) end
   redis.call('HDEL', K_LS, id)
   redis.call('ZREM', K_LX, id)
   if l[L.SESSION] ~= '' then

@@ -33,6 +33,7 @@ local mode, now, reqid, seqs = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local isl, session, pinned, rnd = tonumber(ARGV[5]), ARGV[6], ARGV[7], tonumber(ARGV[8])
 local cfg, refused = cfg_get()
 if not cfg then return refused end
+LZ.use(cfg)   -- lv_set's lz score knobs (releases, booking): the pool's, already read
 local D = #seqs / 8
 local nsx = nil   -- ZCARD of sx before reclamation (nil: not read); 0 means no soft entries at all
 if mode ~= 'query' then
@@ -722,8 +723,8 @@ local dev, _, _, depth = effective(OV[slot])
 local booked = isl - dev * bs
 if booked < 0 then booked = 0 end
 local chosen_cost = cost_of(chosen)   -- before the booking changes LV (it may be the memo)
-LZC = {pls = pcfg.pls, rw = pcfg.rw, bs = pcfg.bs}   -- lv_set's lz score knobs: the pool's, already read
-lv_set(chosen, LV[3 * chosen - 2] + booked, LV[3 * chosen - 1] + required, LV[3 * chosen] + 1)
+local ck = LZ.ck(cwid, crank, slot)
+lv_set(chosen, LV[3 * chosen - 2] + booked, LV[3 * chosen - 1] + required, LV[3 * chosen] + 1, nil, ck)
 if HO and HO[cwid] then
   local h = HO[cwid]
   redis.call('HSET', K_HU, cwid, struct.pack('>ddd', h[1], now + h[2], h[2]))
@@ -749,7 +750,7 @@ if cfg.sttl > 0 and session ~= '' then
     lsess, lgen = session, s[S.GEN]
   end
 end
-redis.call('HSET', K_LS, reqid, cmsgpack.pack({rid, booked, required, expiry, lsess, lgen, chosen}))   -- L_* order
+redis.call('HSET', K_LS, reqid, cmsgpack.pack({rid, booked, required, expiry, lsess, lgen, chosen, ck}))   -- L_* order
 redis.call('ZADD', K_LX, expiry, reqid)
 local ttl = cfg.pttl
 local kve = ckve
