@@ -2,8 +2,10 @@ package statestore
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -139,6 +141,9 @@ func checkSelectionExact(t *rapid.T, s Store, steps int) int {
 	worker := func() string { return rapid.SampledFrom(st.ids).Draw(t, "worker") }
 	decisions := 0
 	for step := 0; step < steps; step++ {
+		if r, ok := s.(*Redis); ok {
+			checkLoadOrder(t, r, "p")
+		}
 		switch op := rapid.IntRange(0, 20).Draw(t, "op"); {
 		case op < 9:
 			if routeMatchesFullScan(t, s, st, &cfg, now) {
@@ -644,4 +649,55 @@ func TestRedisFastSelectLargePool(t *testing.T) {
 		total, fastTotal = total+decisions, fastTotal+fast
 	}
 	t.Logf("%d decisions compared, %d fast", total, fastTotal)
+}
+
+// checkLoadOrder checks the Redis load order against the loads: lz has one member per roster candidate,
+// whose first 24 bytes are that candidate's lv bytes (as a multiset), scored by the load key, and lc
+// counts each load's members.
+func checkLoadOrder(t *rapid.T, r *Redis, pool string) {
+	ctx := context.Background()
+	keys := PoolKeys(r.prefix, pool)
+	lv, err := r.c.Do(ctx, r.c.B().Get().Key(keys[4]).Build()).AsBytes()
+	if err != nil && !rueidis.IsRedisNil(err) {
+		t.Fatal(err)
+	}
+	zs, err := r.c.Do(ctx, r.c.B().Zrange().Key(keys[21]).Min("0").Max("-1").Withscores().Build()).AsZScores()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc, err := r.c.Do(ctx, r.c.B().Hgetall().Key(keys[22]).Build()).AsStrMap()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := r.GetPool(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{}
+	for i := 0; i+24 <= len(lv); i += 24 {
+		want[string(lv[i:i+24])]++
+	}
+	got := map[string]int{}
+	for _, z := range zs {
+		l := z.Member[:24]
+		got[l]++
+		b := []byte(l)
+		load := Load{PrefillTokens: int64(math.Float64frombits(binary.BigEndian.Uint64(b))),
+			DecodeBlocks: int64(math.Float64frombits(binary.BigEndian.Uint64(b[8:]))),
+			Requests:     int64(math.Float64frombits(binary.BigEndian.Uint64(b[16:])))}
+		if k := loadKey(&cfg, load); k != z.Score {
+			t.Fatalf("lz member of load %+v scored %v, load key %v", load, z.Score, k)
+		}
+	}
+	if len(zs) != len(lv)/24 || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("lz loads %v, lv loads %v", got, want)
+	}
+	for l, n := range want {
+		if lc[l] != fmt.Sprint(n) {
+			t.Fatalf("lc counts %s for a load of %d members", lc[l], n)
+		}
+	}
+	if len(lc) != len(want) {
+		t.Fatalf("lc has %d loads, lz %d", len(lc), len(want))
+	}
 }
