@@ -381,7 +381,8 @@ end
 --   - the floor(r·k)-th of the k tied candidates in candidate order (= roster order): tied holders and
 --     listed members (E) merged with the counted groups (C) by order statistics over each group's
 --     contiguous rank range (ZRANGE lz i i; skipped members' ranks by ZRANK): a direct index with one
---     group, a merge with one group and listed candidates, binary searches (pickTied) with several.
+--     group, a merge with one group and listed candidates, binary searches (pickTied) with several
+--     (fetched and sorted instead when at most EXPAND_MAX are tied).
 local UNIVERSE_MAX, SLACK, EXPAND_MAX = 64, 1 - 2 ^ -40, 64
 local function fast_select()
   if pinned ~= '' or (na > 0 and na <= UNIVERSE_MAX) then
@@ -423,8 +424,7 @@ local function fast_select()
     for wid in pairs(excluded or {}) do worker_ranks(wid, add) end
     for wid in pairs(HB or {}) do worker_ranks(wid, add) end
     for i in pairs(sk) do
-      local off = (i - 1) * 24
-      local l = redis.call('GETRANGE', K_LD, off, off + 23)
+      local l = struct.pack('>ddd', LV[3 * i - 2], LV[3 * i - 1], LV[3 * i])   -- lv's bytes, re-packed
       SKIP[l] = SKIP[l] or {}
       table.insert(SKIP[l], i)
     end
@@ -475,7 +475,7 @@ local function fast_select()
     else C[#C + 1] = g; nc = nc + g.k end
   end
   local want = pick_tie(k)
-  if #C == 0 or k <= EXPAND_MAX then   -- few: fetch every tied member
+  if #C == 0 or (#C > 1 and k <= EXPAND_MAX) then   -- no counted group, or few ties: fetch every one
     for _, g in ipairs(C) do
       local skip = {}
       for _, i in ipairs(SKIP[g.l] or {}) do skip[i] = true end
