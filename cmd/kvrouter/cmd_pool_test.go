@@ -91,7 +91,7 @@ func TestPoolMigrateRecreate(t *testing.T) {
 		out := capture(t, func() error {
 			return poolCommands[action].run(ctx, []string{"chat", "--store", url, "--prefix", "pm:"})
 		})
-		if !strings.Contains(out, `"from_layout": "1"`) || !strings.Contains(out, `"layout": 2`) {
+		if !strings.Contains(out, `"from_layout": "1"`) || !strings.Contains(out, `"layout": 3`) {
 			t.Errorf("pool %s: %s", action, out)
 		}
 		if cfg, err := st.GetPool(ctx, "chat"); err != nil || cfg.BlockSize != 32 {
