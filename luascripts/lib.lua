@@ -47,6 +47,8 @@
 --                    Equal scores sort by member, so one exact load is one contiguous run in candidate order:
 --                    a load group. Kept by lv_set / roster_insert / roster_rebuild, rescored by put_pool.
 --  23 lc      HASH   packed load (24 bytes) -> members of lz with that load (a group's size; no zero entries)
+--  24 sz      ZSET   worker id scored by its last heartbeat/event, ms (layout 3): seen's values as an order, so
+--                    route finds the workers dead under worker_ttl_ms from its head (seen_set keeps both)
 -- Bucket suffixes are the only strings appended in Lua; every key stays under the pool's hash tag.
 
 -- LAYOUT: the key-layout version (SPEC §8 "Layout version"; luascripts.Layout in Go, checked by a test).
@@ -55,7 +57,7 @@
 local LAYOUT = '3'
 
 local K_CFG, K_ROSTER, K_WK, K_SEEN, K_LD, K_FENCE, K_SC, K_ORPH, K_ND, K_DEAD, K_LS, K_LX, K_SS, K_SX, K_E, K_G, K_S, K_WZ
-local K_HC, K_HU, K_SY, K_LZ, K_LC
+local K_HC, K_HU, K_SY, K_LZ, K_LC, K_SZ
 local ROS, EC, CNT   -- per-call caches (roster, event-index entries, counter deltas), reset by bind
 local LVW, LVSTAMP   -- this call's loads memo and stamp after its first loads write (lv_touch); LVW false: none
 local LZC            -- this call's pool knobs for lz scores (LZ.knobs), nil until read
@@ -65,7 +67,7 @@ local function bind(keys)
   K_CFG, K_ROSTER, K_WK, K_SEEN, K_LD, K_FENCE, K_SC, K_ORPH, K_ND, K_DEAD, K_LS, K_LX, K_SS, K_SX, K_E, K_G, K_S, K_WZ =
     keys[1], keys[2], keys[3], keys[4], keys[5], keys[6], keys[7], keys[8], keys[9], keys[10], keys[11], keys[12],
     keys[13], keys[14], keys[15], keys[16], keys[17], keys[18]
-  K_HC, K_HU, K_SY, K_LZ, K_LC = keys[19], keys[20], keys[21], keys[22], keys[23]
+  K_HC, K_HU, K_SY, K_LZ, K_LC, K_SZ = keys[19], keys[20], keys[21], keys[22], keys[23], keys[24]
   ROS, EC, CNT = nil, {}, {h = {}, o = {}, n = {}}
   LVW, LVSTAMP, LZC = nil, nil, nil
 end
@@ -740,6 +742,12 @@ local function sweep_sessions(now, ttl)
     end
     redis.call('ZREM', K_SY, id)
   end
+end
+
+-- seen_set records worker wid's last heartbeat/event at t ms: seen (the value) and sz (the order).
+local function seen_set(wid, t)
+  redis.call('HSET', K_SEEN, wid, t)
+  redis.call('ZADD', K_SZ, t, wid)
 end
 
 -- new_slot allocates a fresh index slot id.

@@ -220,13 +220,32 @@ if na > 0 then
   allowed = {}
   for i = 1, na do allowed[ARGV[nexta + i]] = true end
 end
-local seen = nil
+-- FAST: the decision can take fast_select (below) instead of the full scan: a routing decision with
+-- temperature 0, scored with the pool's own prefill_load_scale and decode_active_request_weight (lz is
+-- ordered by them) within memory_select.go's safeKnob range (statestore.MaxKnob = 1e9), and no credit
+-- decay (its reference is a minimum over every eligible rank): the memory store's chooseFast conditions,
+-- less the decay (off by default; the memory store reads it from an order Redis does not keep).
+local function safe_knob(v) return v == 0 or (v >= 1e-200 and v <= 1e9) end
+local FAST = mode == 'route' and temp <= 0 and N > 0 and (decay_d == 0 or required == 0)
+  and pls == pcfg.pls and rw == pcfg.rw and safe_knob(pls) and safe_knob(rw)
+-- Liveness under worker_ttl_ms (live iff now < last seen + ttl): the full scan reads the whole seen hash;
+-- the fast path reads only the dead workers, the head of sz up to now − ttl (DEAD, O(dead)).
+local seen, DEAD = nil, nil
 if cfg.wttl > 0 then
-  seen = {}
-  local kv = redis.call('HGETALL', K_SEEN)
-  for i = 1, #kv, 2 do seen[kv[i]] = tonumber(kv[i + 1]) end
+  if FAST then
+    DEAD = {}
+    for _, wid in ipairs(redis.call('ZRANGEBYSCORE', K_SZ, '-inf', now - cfg.wttl)) do DEAD[wid] = true end
+  else
+    seen = {}
+    local kv = redis.call('HGETALL', K_SEEN)
+    for i = 1, #kv, 2 do seen[kv[i]] = tonumber(kv[i + 1]) end
+  end
 end
-local function is_live(wid) return cfg.wttl == 0 or now < (seen[wid] or 0) + cfg.wttl end
+local function is_live(wid)
+  if cfg.wttl == 0 then return true end
+  if DEAD then return not DEAD[wid] end
+  return now < (seen[wid] or 0) + cfg.wttl
+end
 local excluded = nil
 local nx = tonumber(ARGV[nexta + 1 + na])
 if nx > 0 then
@@ -250,14 +269,6 @@ if cfg.ua > 0 then
   end
 end
 local widf = allowed or pinned ~= '' or cfg.wttl > 0 or excluded or HB
--- FAST: the decision can take fast_select (below) instead of the full scan: a routing decision with
--- temperature 0, scored with the pool's own prefill_load_scale and decode_active_request_weight (lz is
--- ordered by them) within memory_select.go's safeKnob range (statestore.MaxKnob = 1e9), no credit decay
--- (its reference is a minimum over every eligible rank) and no worker_ttl_ms (dead workers would need the
--- whole seen hash): the memory store's chooseFast conditions, less the last two (off by default).
-local function safe_knob(v) return v == 0 or (v >= 1e-200 and v <= 1e9) end
-local FAST = mode == 'route' and temp <= 0 and N > 0 and cfg.wttl == 0 and (decay_d == 0 or required == 0)
-  and pls == pcfg.pls and rw == pcfg.rw and safe_knob(pls) and safe_knob(rw)
 -- Loads: LV[3i-2..3i] = candidate i's prefill tokens, decode blocks, requests. The full scan reads the whole
 -- column (one GET, or the memo kept across calls under the loads stamp, lv_touch in lib.lua; this call's own
 -- releases above are already applied to it); the fast path reads a candidate's loads on first use only
@@ -375,7 +386,7 @@ end
 --     from its head one load group at a time (ZRANGE by rank: the first member gives the load; lc the size;
 --     the next group starts size ranks on) until lb of a group's key exceeds the least cost m so far;
 --   - a group's eligible members are counted from its size when the filter's rejections can be listed
---     (no allow-list: holders, excluded and health-marked workers' ranks, SKIP) and its load is not
+--     (no allow-list: holders, excluded, health-marked and dead workers' ranks, SKIP) and its load is not
 --     busy-testable (no busy fraction, or a zero load); otherwise every member is tested (exact, linear in
 --     the members of the groups read);
 --   - the floor(r·k)-th of the k tied candidates in candidate order (= roster order): tied holders and
@@ -423,6 +434,7 @@ local function fast_select()
     local function add(i) sk[i] = true end
     for wid in pairs(excluded or {}) do worker_ranks(wid, add) end
     for wid in pairs(HB or {}) do worker_ranks(wid, add) end
+    for wid in pairs(DEAD or {}) do worker_ranks(wid, add) end
     for i in pairs(sk) do
       local l = struct.pack('>ddd', LV[3 * i - 2], LV[3 * i - 1], LV[3 * i])   -- lv's bytes, re-packed
       SKIP[l] = SKIP[l] or {}

@@ -246,10 +246,10 @@ func poolKeysIn(t *testing.T, c rueidis.Client, prefix, pool string) []string {
 	return out
 }
 
-// TestRedisMigrateLayout2To3: a pool of layout 2 (layout 3's keys without the load order lz/lc) with more
-// ranks than one migrate step takes (512) and loads on some of them: `pool migrate` builds lz and lc in
-// several bounded steps, exactly as the layout-3 scripts maintain them, and routing then decides what the
-// full scan decides.
+// TestRedisMigrateLayout2To3: a pool of layout 2 (layout 3's keys without the load order lz/lc and the
+// last-seen order sz) with more ranks and workers than one migrate step takes (512) and loads on some
+// ranks: `pool migrate` builds lz, lc and sz in several bounded steps, exactly as the layout-3 scripts
+// maintain them, and routing then decides what the full scan decides.
 func TestRedisMigrateLayout2To3(t *testing.T) {
 	srv := sharedRedis(t)
 	ctx := context.Background()
@@ -259,12 +259,12 @@ func TestRedisMigrateLayout2To3(t *testing.T) {
 	if err := st.PutPool(ctx, "p", cfg); err != nil {
 		t.Fatal(err)
 	}
-	for w := 0; w < 350; w++ { // 700 ranks, some ids with a NUL byte
+	for w := 0; w < 600; w++ { // 1,200 ranks and 600 workers (two steps each), some ids with a NUL byte
 		id := "w" + strconv.Itoa(w)
 		if w%50 == 7 {
 			id = "w\x00" + strconv.Itoa(w)
 		}
-		if err := st.PutWorker(ctx, "p", statestore.WorkerSpec{WorkerID: id, URL: "http://x", DPSize: 2}, 1); err != nil {
+		if err := st.PutWorker(ctx, "p", statestore.WorkerSpec{WorkerID: id, URL: "http://x", DPSize: 2}, int64(1+w%5)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -274,7 +274,7 @@ func TestRedisMigrateLayout2To3(t *testing.T) {
 		}
 	}
 	keys := statestore.PoolKeys("m23:", "p")
-	lz, lc := keys[21], keys[22]
+	lz, lc, sz := keys[21], keys[22], keys[23]
 	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
 	if err != nil {
 		t.Fatal(err)
@@ -289,13 +289,17 @@ func TestRedisMigrateLayout2To3(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return fmt.Sprint(z, h)
+		s, err := c.Do(ctx, c.B().Zrange().Key(sz).Min("0").Max("-1").Withscores().Build()).ToAny()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprint(z, h, s)
 	}
 	want := dump()
-	if n, _ := srv.Do(5*time.Second, "ZCARD", lz); n != "700" {
-		t.Fatalf("lz holds %s members, want 700", n)
+	if n, _ := srv.Do(5*time.Second, "ZCARD", lz); n != "1200" {
+		t.Fatalf("lz holds %s members, want 1200", n)
 	}
-	for _, cmd := range [][]string{{"DEL", lz, lc}, {"HSET", keys[0], "layout", "2"}} {
+	for _, cmd := range [][]string{{"DEL", lz, lc, sz}, {"HSET", keys[0], "layout", "2"}} {
 		if _, err := srv.Do(5*time.Second, cmd...); err != nil {
 			t.Fatal(err)
 		}

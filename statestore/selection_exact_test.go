@@ -335,13 +335,12 @@ func routeMatchesFullScan(t *rapid.T, s Store, st *selState, cfg *PoolConfig, no
 
 // fastQualifies reports whether route.lua decides d through fast_select rather than the full scan: a
 // decision without a session hit, at temperature 0, scored with the pool's own prefill_load_scale and
-// decode_active_request_weight in safeKnob's range, with no credit decay (or no required blocks) and
-// no worker_ttl_ms. The Redis store counts the decisions it made that way, which must be exactly these.
+// decode_active_request_weight in safeKnob's range, with no credit decay (or no required blocks). The
+// Redis store counts the decisions it made that way, which must be exactly these.
 func fastQualifies(pool, eff *PoolConfig, d *Decision) bool {
 	return !d.SessionHit && eff.Temperature <= 0 && eff.PrefillLoadScale == pool.PrefillLoadScale &&
 		eff.DecodeActiveRequestWeight == pool.DecodeActiveRequestWeight && safeKnob(eff.PrefillLoadScale) &&
-		safeKnob(eff.DecodeActiveRequestWeight) && (eff.OverlapScoreCreditDecay == 0 || d.RequiredBlocks == 0) &&
-		pool.WorkerTTLMs == 0
+		safeKnob(eff.DecodeActiveRequestWeight) && (eff.OverlapScoreCreditDecay == 0 || d.RequiredBlocks == 0)
 }
 
 // TestFastPathRoundingTies puts ranks on loads whose load scores are equal in exact arithmetic but, with
@@ -668,7 +667,7 @@ func TestRedisFastSelectLargePool(t *testing.T) {
 
 // checkLoadOrder checks the Redis load order against the loads: lz has one member per roster candidate,
 // whose first 24 bytes are that candidate's lv bytes (as a multiset), scored by the load key, and lc
-// counts each load's members.
+// counts each load's members; and the last-seen order sz against seen.
 func checkLoadOrder(t *rapid.T, r *Redis, pool string) {
 	ctx := context.Background()
 	keys := PoolKeys(r.prefix, pool)
@@ -714,5 +713,21 @@ func checkLoadOrder(t *rapid.T, r *Redis, pool string) {
 	}
 	if len(lc) != len(want) {
 		t.Fatalf("lc has %d loads, lz %d", len(lc), len(want))
+	}
+	seen, err := r.c.Do(ctx, r.c.B().Hgetall().Key(keys[3]).Build()).AsStrMap()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sz, err := r.c.Do(ctx, r.c.B().Zrange().Key(keys[23]).Min("0").Max("-1").Withscores().Build()).AsZScores()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, z := range sz {
+		if seen[z.Member] != fmt.Sprint(int64(z.Score)) {
+			t.Fatalf("sz scores %s at %v, seen holds %q", z.Member, z.Score, seen[z.Member])
+		}
+	}
+	if len(sz) != len(seen) {
+		t.Fatalf("sz has %d workers, seen %d", len(sz), len(seen))
 	}
 }
