@@ -49,6 +49,8 @@
 --  23 lc      HASH   packed load (24 bytes) -> members of lz with that load (a group's size; no zero entries)
 --  24 sz      ZSET   worker id scored by its last heartbeat/event, ms (layout 3): seen's values as an order, so
 --                    route finds the workers dead under worker_ttl_ms from its head (seen_set keeps both)
+--  25 lp      ZSET   candidate key (LZ.ck) scored by its active prefill tokens (layout 3): the credit decay's
+--                    reference, min prefill over the eligible ranks, is read from its head (kept with lz)
 -- Bucket suffixes are the only strings appended in Lua; every key stays under the pool's hash tag.
 
 -- LAYOUT: the key-layout version (SPEC §8 "Layout version"; luascripts.Layout in Go, checked by a test).
@@ -57,7 +59,7 @@
 local LAYOUT = '3'
 
 local K_CFG, K_ROSTER, K_WK, K_SEEN, K_LD, K_FENCE, K_SC, K_ORPH, K_ND, K_DEAD, K_LS, K_LX, K_SS, K_SX, K_E, K_G, K_S, K_WZ
-local K_HC, K_HU, K_SY, K_LZ, K_LC, K_SZ
+local K_HC, K_HU, K_SY, K_LZ, K_LC, K_SZ, K_LP
 local ROS, EC, CNT   -- per-call caches (roster, event-index entries, counter deltas), reset by bind
 local LVW, LVSTAMP   -- this call's loads memo and stamp after its first loads write (lv_touch); LVW false: none
 local LZC            -- this call's pool knobs for lz scores (LZ.knobs), nil until read
@@ -67,7 +69,7 @@ local function bind(keys)
   K_CFG, K_ROSTER, K_WK, K_SEEN, K_LD, K_FENCE, K_SC, K_ORPH, K_ND, K_DEAD, K_LS, K_LX, K_SS, K_SX, K_E, K_G, K_S, K_WZ =
     keys[1], keys[2], keys[3], keys[4], keys[5], keys[6], keys[7], keys[8], keys[9], keys[10], keys[11], keys[12],
     keys[13], keys[14], keys[15], keys[16], keys[17], keys[18]
-  K_HC, K_HU, K_SY, K_LZ, K_LC, K_SZ = keys[19], keys[20], keys[21], keys[22], keys[23], keys[24]
+  K_HC, K_HU, K_SY, K_LZ, K_LC, K_SZ, K_LP = keys[19], keys[20], keys[21], keys[22], keys[23], keys[24], keys[25]
   ROS, EC, CNT = nil, {}, {h = {}, o = {}, n = {}}
   LVW, LVSTAMP, LZC = nil, nil, nil
 end
@@ -269,38 +271,45 @@ function LZ.use(c) LZC = {pls = c.pls, rw = c.rw, bs = c.bs} end
 -- LZ.score: a load's key, memory_loadorder.go loadKey operation by operation (prefill_load_scale ·
 -- (prefill / block_size) + decode blocks + decode_active_request_weight · requests).
 function LZ.score(c, p, d, r) return c.pls * (p / c.bs) + d + c.rw * r end
--- LZ.move moves candidate key ck from load old to load new (24-byte strings; nil: absent).
+-- LZ.move moves candidate key ck from load old to load new (24-byte strings, old ≠ new), and its lp
+-- score when the prefill tokens changed.
 function LZ.move(ck, old, new)
-  if old == new then return end
-  if old then
-    redis.call('ZREM', K_LZ, old .. ck)
-    if redis.call('HINCRBY', K_LC, old, -1) <= 0 then redis.call('HDEL', K_LC, old) end
-  end
-  if new then
-    local p, d, r = struct.unpack('>ddd', new)
-    redis.call('ZADD', K_LZ, LZ.score(LZ.knobs(), p, d, r), new .. ck)
-    redis.call('HINCRBY', K_LC, new, 1)
-  end
+  redis.call('ZREM', K_LZ, old .. ck)
+  if redis.call('HINCRBY', K_LC, old, -1) <= 0 then redis.call('HDEL', K_LC, old) end
+  local p, d, r = struct.unpack('>ddd', new)
+  redis.call('ZADD', K_LZ, LZ.score(LZ.knobs(), p, d, r), new .. ck)
+  redis.call('HINCRBY', K_LC, new, 1)
+  if string.sub(old, 1, 8) ~= string.sub(new, 1, 8) then redis.call('ZADD', K_LP, p, ck) end
 end
--- LZ.add adds members (load ‖ key strings) to lz and their counts to lc: ZADD 256 at a time.
-function LZ.add(members)
-  local c, args, cnt = LZ.knobs(), {}, {}
+-- LZ.add adds members (load ‖ key strings) to lz, their counts to lc and their prefill tokens to lp
+-- (keys only: rescore re-adds lz alone): ZADD 256 at a time.
+function LZ.add(members, rescore)
+  local c, args, pargs, cnt = LZ.knobs(), {}, {}, {}
   for _, m in ipairs(members) do
     local l = string.sub(m, 1, 24)
     local p, d, r = struct.unpack('>ddd', l)
     args[#args + 1] = LZ.score(c, p, d, r)
     args[#args + 1] = m
+    pargs[#pargs + 1] = p
+    pargs[#pargs + 1] = string.sub(m, 25)
     cnt[l] = (cnt[l] or 0) + 1
-    if #args >= 512 then redis.call('ZADD', K_LZ, unpack(args)); args = {} end
+    if #args >= 512 then
+      redis.call('ZADD', K_LZ, unpack(args))
+      if not rescore then redis.call('ZADD', K_LP, unpack(pargs)) end
+      args, pargs = {}, {}
+    end
   end
-  if #args > 0 then redis.call('ZADD', K_LZ, unpack(args)) end
+  if #args > 0 then
+    redis.call('ZADD', K_LZ, unpack(args))
+    if not rescore then redis.call('ZADD', K_LP, unpack(pargs)) end
+  end
   for l, k in pairs(cnt) do redis.call('HINCRBY', K_LC, l, k) end
 end
 -- LZ.rescore recomputes every member's score after the scoring knobs changed (O(W log W), put_pool only).
 function LZ.rescore()
   local all = redis.call('ZRANGE', K_LZ, 0, -1)
   redis.call('DEL', K_LZ, K_LC)
-  LZ.add(all)
+  LZ.add(all, true)
 end
 -- BULK_FMT: bulk_unpack's formats by record format and count (at most 128 per record format), built
 -- once per library load: a library's module-level state outlives the call, unlike an EVAL script's.
@@ -512,7 +521,7 @@ local function roster_rebuild(wkc)
       lzm[#lzm + 1] = l .. LZ.ck(id, r - 1, w[W.SLOTS][r])
     end
   end
-  redis.call('DEL', K_LZ, K_LC)
+  redis.call('DEL', K_LZ, K_LC, K_LP)
   LZ.add(lzm)
   if #recs == 0 then
     redis.call('DEL', K_ROSTER, K_LD)

@@ -1,7 +1,8 @@
 -- migrate.lua — one bounded step of `kvrouter pool migrate`: bring a pool written by an earlier key layout
 -- to this one (3). Layout 1 (every pool written before versions were recorded: no cfg field 'layout') keeps
 -- the same keys and encodings as layout 2; layout 3 adds the load order (lz, lc), which migrate_lz builds
--- from the roster and lv, MIGRATE_CHUNK candidates per call with its cursor in sc field 'mlz', and the
+-- from the roster and lv (with lp, the prefill order), MIGRATE_CHUNK candidates per call with its cursor in
+-- sc field 'mlz', and the
 -- last-seen order sz, which migrate_sz builds from wz and seen (cursor 'msz'). The caller
 -- resumes until 'done'; until then the pool still records its old layout, so every other operation answers
 -- layout_mismatch and nothing moves the roster or the loads under the cursor. Pools of any other version
@@ -24,7 +25,7 @@ local function migrate_lz()
   if at == 'done' then return true end
   local cur = tonumber(at or '')
   if not cur then
-    redis.call('DEL', K_LZ, K_LC)   -- a fresh start: nothing half-built survives
+    redis.call('DEL', K_LZ, K_LC, K_LP)   -- a fresh start: nothing half-built survives
     cur = 0
   end
   local R = ros()

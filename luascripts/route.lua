@@ -222,11 +222,10 @@ if na > 0 then
 end
 -- FAST: the decision can take fast_select (below) instead of the full scan: a routing decision with
 -- temperature 0, scored with the pool's own prefill_load_scale and decode_active_request_weight (lz is
--- ordered by them) within memory_select.go's safeKnob range (statestore.MaxKnob = 1e9), and no credit
--- decay (its reference is a minimum over every eligible rank): the memory store's chooseFast conditions,
--- less the decay (off by default; the memory store reads it from an order Redis does not keep).
+-- ordered by them) within memory_select.go's safeKnob range (statestore.MaxKnob = 1e9): the memory
+-- store's chooseFast conditions.
 local function safe_knob(v) return v == 0 or (v >= 1e-200 and v <= 1e9) end
-local FAST = mode == 'route' and temp <= 0 and N > 0 and (decay_d == 0 or required == 0)
+local FAST = mode == 'route' and temp <= 0 and N > 0
   and pls == pcfg.pls and rw == pcfg.rw and safe_knob(pls) and safe_knob(rw)
 -- Liveness under worker_ttl_ms (live iff now < last seen + ttl): the full scan reads the whole seen hash;
 -- the fast path reads only the dead workers, the head of sz up to now − ttl (DEAD, O(dead)).
@@ -353,6 +352,45 @@ local function worker_ranks(wid, f)
     if i then f(i, w[W.RIDS][r]) end
   end
 end
+-- UNI: on the fast path, a pinned worker's or an allow-list of at most UNIVERSE_MAX workers' ranks in
+-- roster order (every other rank is filtered 'not_pinned'/'not_allowed'), else nil.
+local UNIVERSE_MAX = 64
+local UNI = nil
+if FAST and (pinned ~= '' or (na > 0 and na <= UNIVERSE_MAX)) then
+  UNI = {}
+  local done = {}
+  for _, id in ipairs(pinned ~= '' and {pinned} or {unpack(ARGV, nexta + 1, nexta + na)}) do
+    if not done[id] then
+      done[id] = true
+      worker_ranks(id, function(i) UNI[#UNI + 1] = i end)
+    end
+  end
+  table.sort(UNI)
+end
+-- The fast path's minPrefill, only when a holder's credit is decayed (memory: minEligiblePrefill): over
+-- UNI, or the first eligible candidate of lp (candidates by prefill tokens; O(ranks filtered ahead of it)).
+if FAST and decay_d > 0 and required > 0 and next(OV) then
+  if UNI then
+    local any = false
+    for _, i in ipairs(UNI) do
+      if freason(i) == '' and (not any or LV[3 * i - 2] < minPrefill) then minPrefill, any = LV[3 * i - 2], true end
+    end
+  else
+    local from, found = 0, false
+    while not found do
+      local page = redis.call('ZRANGE', K_LP, from, from + 15)
+      if #page == 0 then break end
+      for _, ck in ipairs(page) do
+        local i = live[LZ.slot(ck)]
+        if i and freason(i) == '' then
+          minPrefill, found = LV[3 * i - 2], true
+          break
+        end
+      end
+      from = from + 16
+    end
+  end
+end
 -- Session affinity: a live binding to an eligible rank wins (found through its worker's record, O(dp)).
 local chosen, shit = -1, false
 local sdel = false
@@ -394,20 +432,11 @@ end
 --     contiguous rank range (ZRANGE lz i i; skipped members' ranks by ZRANK): a direct index with one
 --     group, a merge with one group and listed candidates, binary searches (pickTied) with several
 --     (fetched and sorted instead when at most EXPAND_MAX are tied).
-local UNIVERSE_MAX, SLACK, EXPAND_MAX = 64, 1 - 2 ^ -40, 64
+local SLACK, EXPAND_MAX = 1 - 2 ^ -40, 64
 local function fast_select()
-  if pinned ~= '' or (na > 0 and na <= UNIVERSE_MAX) then
-    local U, done = {}, {}
-    local ids = pinned ~= '' and {pinned} or {unpack(ARGV, nexta + 1, nexta + na)}
-    for _, id in ipairs(ids) do
-      if not done[id] then
-        done[id] = true
-        worker_ranks(id, function(i) U[#U + 1] = i end)
-      end
-    end
-    table.sort(U)
+  if UNI then
     local best, ties = nil, {}
-    for _, i in ipairs(U) do
+    for _, i in ipairs(UNI) do
       if freason(i) == '' then
         local c = cost_of(i)
         if not best or c < best then best, ties = c, {i}
@@ -571,7 +600,7 @@ if FAST and chosen < 0 then
 end
 
 -- The full scan: every candidate's filter reason and cost (not needed when FAST holds and a decision is
--- made: with no credit decay nothing below changes the chosen candidate's cost).
+-- made: the chosen candidate's cost needs nothing below; its decay reference minPrefill came from lp/UNI).
 local CREASON = nil   -- CREASON[i]: candidate i's filter reason ('' eligible); nil when no filter applies
 local reasons, rorder = {}, {}
 local COSTS, CIDX, TIES, CMIN = {}, {}, nil, nil

@@ -274,7 +274,7 @@ func TestRedisMigrateLayout2To3(t *testing.T) {
 		}
 	}
 	keys := statestore.PoolKeys("m23:", "p")
-	lz, lc, sz := keys[21], keys[22], keys[23]
+	lz, lc, sz, lp := keys[21], keys[22], keys[23], keys[24]
 	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
 	if err != nil {
 		t.Fatal(err)
@@ -293,13 +293,17 @@ func TestRedisMigrateLayout2To3(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return fmt.Sprint(z, h, s)
+		p, err := c.Do(ctx, c.B().Zrange().Key(lp).Min("0").Max("-1").Withscores().Build()).ToAny()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprint(z, h, s, p)
 	}
 	want := dump()
 	if n, _ := srv.Do(5*time.Second, "ZCARD", lz); n != "1200" {
 		t.Fatalf("lz holds %s members, want 1200", n)
 	}
-	for _, cmd := range [][]string{{"DEL", lz, lc, sz}, {"HSET", keys[0], "layout", "2"}} {
+	for _, cmd := range [][]string{{"DEL", lz, lc, sz, lp}, {"HSET", keys[0], "layout", "2"}} {
 		if _, err := srv.Do(5*time.Second, cmd...); err != nil {
 			t.Fatal(err)
 		}

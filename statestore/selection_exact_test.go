@@ -335,12 +335,11 @@ func routeMatchesFullScan(t *rapid.T, s Store, st *selState, cfg *PoolConfig, no
 
 // fastQualifies reports whether route.lua decides d through fast_select rather than the full scan: a
 // decision without a session hit, at temperature 0, scored with the pool's own prefill_load_scale and
-// decode_active_request_weight in safeKnob's range, with no credit decay (or no required blocks). The
-// Redis store counts the decisions it made that way, which must be exactly these.
+// decode_active_request_weight in safeKnob's range. The Redis store counts the decisions it made that way, which must be exactly these.
 func fastQualifies(pool, eff *PoolConfig, d *Decision) bool {
 	return !d.SessionHit && eff.Temperature <= 0 && eff.PrefillLoadScale == pool.PrefillLoadScale &&
 		eff.DecodeActiveRequestWeight == pool.DecodeActiveRequestWeight && safeKnob(eff.PrefillLoadScale) &&
-		safeKnob(eff.DecodeActiveRequestWeight) && (eff.OverlapScoreCreditDecay == 0 || d.RequiredBlocks == 0)
+		safeKnob(eff.DecodeActiveRequestWeight)
 }
 
 // TestFastPathRoundingTies puts ranks on loads whose load scores are equal in exact arithmetic but, with
@@ -542,11 +541,14 @@ func TestRedisFastSelectLargePool(t *testing.T) {
 		busy, credit  float64
 		unhealthy     int64
 		longAllowList bool
+		decay         float64
+		ttl           int64
 	}{
-		{"tied-groups", 1, 0, 0, 0, 2, false},       // loads (0,0,n) all tie: several counted groups
-		{"one-group-holders", 1, 1, 0, 0, 2, false}, // the idle group and tied holders: a merge
-		{"scale0-busy", 0, 0, 0.5, 0, 0, false},     // equal decode blocks tie; busy-testable groups listed
-		{"allow-list", 1, 0, 0, 1, 2, true},         // a long allow-list: every group listed
+		{"tied-groups", 1, 0, 0, 0, 2, false, 0, 0},       // loads (0,0,n) all tie: several counted groups
+		{"one-group-holders", 1, 1, 0, 0, 2, false, 0, 0}, // the idle group and tied holders: a merge
+		{"scale0-busy", 0, 0, 0.5, 0, 0, false, 0, 0},     // equal decode blocks tie; busy-testable groups listed
+		{"allow-list", 1, 0, 0, 1, 2, true, 0, 0},         // a long allow-list: every group listed
+		{"decay-ttl", 1, 0.3, 0, 1, 2, false, 2, 2},       // decayed credit (min prefill from lp), dead workers (sz)
 	}
 	total, fastTotal := 0, int64(0)
 	for ci, tc := range cases {
@@ -563,6 +565,7 @@ func TestRedisFastSelectLargePool(t *testing.T) {
 		cfg.UnhealthyAfter, cfg.UnhealthyBackoffMs = tc.unhealthy, 3600000
 		cfg.SessionAffinityTTLMs = 1000
 		cfg.LeaseTTLMs = 3600000
+		cfg.OverlapScoreCreditDecay, cfg.WorkerTTLMs = tc.decay, tc.ttl // ttl 2: registered at 0 → dead at 2
 		if err := st.PutPool(ctx, "p", cfg); err != nil {
 			t.Fatal(err)
 		}
@@ -573,7 +576,7 @@ func TestRedisFastSelectLargePool(t *testing.T) {
 				continue
 			}
 			spec := WorkerSpec{WorkerID: id, URL: "http://" + id, DPSize: 2, MaxNumBatchedTokens: []int64{0, 16, 64}[r.IntN(3)]}
-			if err := st.PutWorker(ctx, "p", spec, 0); err != nil {
+			if err := st.PutWorker(ctx, "p", spec, int64(len(ids)%2)); err != nil {
 				t.Fatal(err)
 			}
 			ids = append(ids, id)
@@ -667,7 +670,7 @@ func TestRedisFastSelectLargePool(t *testing.T) {
 
 // checkLoadOrder checks the Redis load order against the loads: lz has one member per roster candidate,
 // whose first 24 bytes are that candidate's lv bytes (as a multiset), scored by the load key, and lc
-// counts each load's members; and the last-seen order sz against seen.
+// counts each load's members; lp holds the prefill tokens of lv; and the last-seen order sz matches seen.
 func checkLoadOrder(t *rapid.T, r *Redis, pool string) {
 	ctx := context.Background()
 	keys := PoolKeys(r.prefix, pool)
@@ -729,5 +732,20 @@ func checkLoadOrder(t *rapid.T, r *Redis, pool string) {
 	}
 	if len(sz) != len(seen) {
 		t.Fatalf("sz has %d workers, seen %d", len(sz), len(seen))
+	}
+	lp, err := r.c.Do(ctx, r.c.B().Zrange().Key(keys[24]).Min("0").Max("-1").Withscores().Build()).AsZScores()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pl, pz []float64
+	for i := 0; i+24 <= len(lv); i += 24 {
+		pl = append(pl, math.Float64frombits(binary.BigEndian.Uint64(lv[i:])))
+	}
+	for _, z := range lp {
+		pz = append(pz, z.Score)
+	}
+	slices.Sort(pl)
+	if fmt.Sprint(pl) != fmt.Sprint(pz) {
+		t.Fatalf("lp scores %v, lv prefill tokens %v", pz, pl)
 	}
 }
