@@ -15,13 +15,19 @@
 -- Reply (fractions as %.17g strings, never Lua numbers):
 --   {'unknown_pool'} | {'layout_mismatch', found layout} | {'invalid'} (isl/blocks outside the pool's limits) | {'conflict'} (lease exists)
 --   | {'noelig', reason, count, ...}
---   | {'ok', worker_id, dp_rank, url, overlap_blocks, required_blocks, cost, session_hit 0|1}
+--   | {'ok', worker_id, dp_rank, url, overlap_blocks, required_blocks, cost, session_hit 0|1, fast 0|1}
+--     (fast: fast_select decided, not the full scan; the store counts these for tests)
 --   | {'explain', required_blocks, chosen (0-based, -1 none), session_hit, {reason, count, ...},
 --        {{wid, rank, dev, host, disk, event, soft, depth, credit, prefill, decode, requests, cost, reason, url}...}}
 --   | {'scores', {wid, rank, blocks}...}
--- Complexity: O(D/32 + W·log 32) bucket HGETs on prefix-closed data (+ O(D) per rank with orphans or
--- non-device tiers), O(W) candidate work (loads `lv` one GET, unpacked in bulk; roster `ro` memoized by its stamp, one GET
--- only after it changed;
+-- Complexity: O(D/32 + H·log 32) bucket HGETs on prefix-closed data for H holders (+ O(D) per rank with
+-- orphans or non-device tiers). Candidate work: temperature 0 in 'route' mode (fast_select): O(H + groups
+-- read + G²·log² W for G tied groups) ZRANGE/HGET/GETRANGE calls on lz/lc/lv, independent of the pool size W,
+-- + O(dead workers) under worker_ttl_ms (sz) + O(ranks filtered ahead) for the credit decay's minimum (lp);
+-- the roster, its slot map and the worker ids are memoized (re-read after a roster change only).
+-- Otherwise (explain, temperature > 0, a scoring override, nothing eligible): O(W) candidate work (loads
+-- `lv` one GET, unpacked in bulk, or the loads memo; roster `ro` memoized by its stamp, one GET only after it
+-- changed;
 -- worker ids/urls sliced only where needed), holder tests by record-aligned string.find of the 4-byte slot
 -- (only position 0's records are decoded), O(expired leases) releases, bounded reclamation (one ZCARD of sx
 -- skips the soft sweep and the soft layer when the pool has no soft entries); query hashes are sliced only at
