@@ -47,7 +47,7 @@ if not wp then
 end
 local w = cmsgpack.unpack(wp)
 local seen = tonumber(redis.call('HGET', K_SEEN, wid) or '0')
-if now > seen then redis.call('HSET', K_SEEN, wid, now) end
+if now > seen then seen_set(wid, now) end
 
 -- Engine maps per bucket key, by field (the engine hash's first 7 bytes; its last byte picks the bucket):
 -- writes GW[gk][field] = seq | false (flushed with one HSET / HDEL per bucket), reads cached in

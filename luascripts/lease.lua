@@ -23,7 +23,7 @@ if not lp then return {'ok', 0} end
 local l = cmsgpack.unpack(lp)
 if op == 'prefill_done' then
   local i = rid_locate(l[L.RID], l[L.IDX])
-  if i then ld_add(i, 0 - l[L.PREFILL], 0, 0) end
+  if i then ld_add(i, 0 - l[L.PREFILL], 0, 0, l[L.CK]) end
   l[L.PREFILL] = 0
   redis.call('HSET', K_LS, id, cmsgpack.pack(l))
 elseif op == 'done' then

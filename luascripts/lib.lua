@@ -42,6 +42,16 @@
 --  21 sy      ZSET   idle session id scored by idle_at_ms (bindings with no active request; swept once
 --                    past session_affinity_ttl_ms by sweep_sessions: SPEC §8, no key grows with the
 --                    number of distinct session ids ever seen)
+--  22 lz      ZSET   the load order (layout 3; route's sublinear selection): one member per roster candidate,
+--                    packed load (24 bytes, exactly its lv bytes) ‖ candidate key (LZ.ck), scored by the
+--                    load key (LZ.score, the pool's prefill_load_scale/decode_active_request_weight/block_size).
+--                    Equal scores sort by member, so one exact load is one contiguous run in candidate order:
+--                    a load group. Kept by lv_set / roster_insert / roster_rebuild, rescored by put_pool.
+--  23 lc      HASH   packed load (24 bytes) -> members of lz with that load (a group's size; no zero entries)
+--  24 sz      ZSET   worker id scored by its last heartbeat/event, ms (layout 3): seen's values as an order, so
+--                    route finds the workers dead under worker_ttl_ms from its head (seen_set keeps both)
+--  25 lp      ZSET   candidate key (LZ.ck) scored by its active prefill tokens (layout 3): the credit decay's
+--                    reference, min prefill over the eligible ranks, is read from its head (kept with lz)
 -- Bucket suffixes and ':'..chunk id (ro:, lv:) are the only strings appended in Lua; every key stays under
 -- the pool's hash tag.
 
@@ -51,18 +61,19 @@
 local LAYOUT = '3'
 
 local K_CFG, K_ROSTER, K_WK, K_SEEN, K_LD, K_FENCE, K_SC, K_ORPH, K_ND, K_DEAD, K_LS, K_LX, K_SS, K_SX, K_E, K_G, K_S, K_WZ
-local K_HC, K_HU, K_SY
+local K_HC, K_HU, K_SY, K_LZ, K_LC, K_SZ, K_LP
 local ROS, EC, CNT   -- per-call caches (roster, event-index entries, counter deltas), reset by bind
 local LVW, LVSTAMP   -- this call's loads memo and stamp after its first loads write (lv_touch); LVW false: none
+local LZC            -- this call's pool knobs for lz scores (LZ.knobs), nil until read
 
 -- bind starts a call: the pool's key names (KEYS as statestore.PoolKeys builds them) and fresh caches.
 local function bind(keys)
   K_CFG, K_ROSTER, K_WK, K_SEEN, K_LD, K_FENCE, K_SC, K_ORPH, K_ND, K_DEAD, K_LS, K_LX, K_SS, K_SX, K_E, K_G, K_S, K_WZ =
     keys[1], keys[2], keys[3], keys[4], keys[5], keys[6], keys[7], keys[8], keys[9], keys[10], keys[11], keys[12],
     keys[13], keys[14], keys[15], keys[16], keys[17], keys[18]
-  K_HC, K_HU, K_SY = keys[19], keys[20], keys[21]
+  K_HC, K_HU, K_SY, K_LZ, K_LC, K_SZ, K_LP = keys[19], keys[20], keys[21], keys[22], keys[23], keys[24], keys[25]
   ROS, EC, CNT = nil, {}, {h = {}, o = {}, n = {}}
-  LVW, LVSTAMP = nil, nil
+  LVW, LVSTAMP, LZC = nil, nil, nil
 end
 
 -- layout_reply is the reply for a pool whose cfg records layout v (nil: none recorded).
@@ -157,8 +168,9 @@ end
 local W = {URL = 1, DP = 2, TKV = 3, MNBT = 4, KVE = 5, RIDS = 6, SLOTS = 7}
 -- lease (ls): rank id, prefill tokens still booked, decode blocks, expiry ms, session id ('' none), the
 -- session binding's generation, the rank's roster index when booked (a hint for rid_locate; absent in
--- leases booked before it was recorded)
-local L = {RID = 1, PREFILL = 2, DECODE = 3, EXPIRY = 4, SESSION = 5, SGEN = 6, IDX = 7}
+-- leases booked before it was recorded), the rank's candidate key (LZ.ck: fixed for a rank id, so a
+-- release moves its lz member without reading the roster; absent in leases of layout 2)
+local L = {RID = 1, PREFILL = 2, DECODE = 3, EXPIRY = 4, SESSION = 5, SGEN = 6, IDX = 7, CK = 8}
 -- session binding (ss): rank id, worker id, generation, active requests, idle since ms
 local S = {RID = 1, WID = 2, GEN = 3, ACTIVE = 4, IDLE = 5}
 
@@ -319,6 +331,116 @@ local function rwid(i)
   local C = rch(c)
   local wo, wl = struct.unpack('>I4I4', C.s, C.rb + (j - 1) * RW + ROFF.WID)
   return string.sub(C.s, C.str + wo, C.str + wo + wl - 1)
+end
+-- rnum returns candidate i's f64 field at record offset off (ROFF.MNBT, ROFF.TKV): one field, no column.
+local function rnum(i, off)
+  local c, j = rloc(i)
+  local C = rch(c)
+  return (struct.unpack('>d', C.s, C.rb + (j - 1) * RW + off))
+end
+
+-- Load order (keys lz, lc; layout 3): route's sublinear selection reads it from the head (route.lua
+-- fast_select; the memory store's memory_loadorder.go + memory_select.go, whose proof it follows).
+-- A member is packed load (24 bytes, '>ddd': lv's bytes) ‖ candidate key LZ.ck; its score is LZ.score of
+-- the load. Members with equal scores sort by their bytes, so the candidates with one exact load form one
+-- contiguous run of lz ordered by candidate key = candidate order (a load group, its size in lc).
+-- Maintained in one place per kind of write: lv_set (every loads change), roster_insert (zero-load
+-- members), roster_rebuild (LZ.rebuild), put_pool (LZ.rescore after a scoring knob changed).
+local LZ = {}
+-- LZ.ck: the candidate key of (worker id, dp rank, index slot). Sorts like the candidate order (worker id
+-- bytes, then rank): NUL in the id is escaped as \0\1 and the id ends with \0\0, so a prefix sorts first;
+-- the slot after the rank never decides (a (worker, rank) pair is unique) but names the roster index
+-- through rlive (LZ.index) without any search.
+function LZ.ck(wid, rank, slot)
+  return (string.gsub(wid, '%z', '\0\1')) .. '\0\0' .. struct.pack('>I4I4', rank, slot)
+end
+-- LZ.rck: candidate i's key (roster index, 1-based).
+function LZ.rck(i)
+  ros()
+  local c, j = rloc(i)
+  local C = rch(c)
+  local slot, _, rank = struct.unpack('>I4I4I4', C.s, C.rb + (j - 1) * RW)
+  return LZ.ck(rwid(i), rank, slot)
+end
+-- LZ.slot: the index slot named by member (or candidate key) m.
+function LZ.slot(m) return (struct.unpack('>I4', m, #m - 3)) end
+-- LZ.knobs: the pool's scoring knobs {pls, rw, bs} (cfg's fields; read once per call).
+function LZ.knobs()
+  if not LZC then
+    local v = redis.call('HMGET', K_CFG, 'pls', 'rw', 'bs')
+    LZC = {pls = tonumber(v[1]) or 0, rw = tonumber(v[2]) or 0, bs = tonumber(v[3]) or 1}
+  end
+  return LZC
+end
+-- LZ.use: this call's scoring knobs are c's pls, rw, bs (a caller that already read the pool's knobs).
+function LZ.use(c) LZC = {pls = c.pls, rw = c.rw, bs = c.bs} end
+-- LZ.score: a load's key, memory_loadorder.go loadKey operation by operation (prefill_load_scale ·
+-- (prefill / block_size) + decode blocks + decode_active_request_weight · requests).
+function LZ.score(c, p, d, r) return c.pls * (p / c.bs) + d + c.rw * r end
+-- LZ.move moves candidate key ck from load old to load new (24-byte strings, old ≠ new), and its lp
+-- score when the prefill tokens changed.
+function LZ.move(ck, old, new)
+  redis.call('ZREM', K_LZ, old .. ck)
+  if redis.call('HINCRBY', K_LC, old, -1) <= 0 then redis.call('HDEL', K_LC, old) end
+  local p, d, r = struct.unpack('>ddd', new)
+  redis.call('ZADD', K_LZ, LZ.score(LZ.knobs(), p, d, r), new .. ck)
+  redis.call('HINCRBY', K_LC, new, 1)
+  if string.sub(old, 1, 8) ~= string.sub(new, 1, 8) then redis.call('ZADD', K_LP, p, ck) end
+end
+-- LZ.add adds members (load ‖ key strings) to lz, their counts to lc and their prefill tokens to lp
+-- (keys only: rescore re-adds lz alone): ZADD 256 at a time.
+function LZ.add(members, rescore)
+  local c, args, pargs, cnt = LZ.knobs(), {}, {}, {}
+  for _, m in ipairs(members) do
+    local l = string.sub(m, 1, 24)
+    local p, d, r = struct.unpack('>ddd', l)
+    args[#args + 1] = LZ.score(c, p, d, r)
+    args[#args + 1] = m
+    pargs[#pargs + 1] = p
+    pargs[#pargs + 1] = string.sub(m, 25)
+    cnt[l] = (cnt[l] or 0) + 1
+    if #args >= 512 then
+      redis.call('ZADD', K_LZ, unpack(args))
+      if not rescore then redis.call('ZADD', K_LP, unpack(pargs)) end
+      args, pargs = {}, {}
+    end
+  end
+  if #args > 0 then
+    redis.call('ZADD', K_LZ, unpack(args))
+    if not rescore then redis.call('ZADD', K_LP, unpack(pargs)) end
+  end
+  for l, k in pairs(cnt) do redis.call('HINCRBY', K_LC, l, k) end
+end
+-- LZ.remove removes members (load ‖ key strings) from lz, their counts from lc and their keys from lp.
+function LZ.remove(members)
+  if #members == 0 then return end
+  local keys, cnt = {}, {}
+  for j, m in ipairs(members) do
+    local l = string.sub(m, 1, 24)
+    keys[j] = string.sub(m, 25)
+    cnt[l] = (cnt[l] or 0) + 1
+  end
+  redis.call('ZREM', K_LZ, unpack(members))
+  redis.call('ZREM', K_LP, unpack(keys))
+  for l, k in pairs(cnt) do
+    if redis.call('HINCRBY', K_LC, l, -k) <= 0 then redis.call('HDEL', K_LC, l) end
+  end
+end
+-- LZ.of returns the lz members of roster-write candidates list[a..b] ({slot, rid, rank, mnbt, tkv, kve,
+-- wid, url, loads}: lib's roster writers' shape).
+function LZ.of(list, a, b)
+  local out = {}
+  for i = a or 1, b or #list do
+    local x = list[i]
+    out[#out + 1] = x[9] .. LZ.ck(x[7], x[3], x[1])
+  end
+  return out
+end
+-- LZ.rescore recomputes every member's score after the scoring knobs changed (O(W log W), put_pool only).
+function LZ.rescore()
+  local all = redis.call('ZRANGE', K_LZ, 0, -1)
+  redis.call('DEL', K_LZ, K_LC)
+  LZ.add(all, true)
 end
 -- BULK_FMT: bulk_unpack's formats by record format and count (at most 128 per record format), built
 -- once per library load: a library's module-level state outlives the call, unlike an EVAL script's.
@@ -515,12 +637,18 @@ local function lv_at(i)
   local c, j = rloc(i)
   return K_LD .. ':' .. ROS.cid[c], (j - 1) * 24
 end
--- lv_set writes candidate i's loads (and this call's memo).
-local function lv_set(i, p, d, r)
+-- lv_set writes candidate i's loads (its chunk's loads string, and this call's memo) and moves its lz member
+-- to the new load (LZ.move: the load order is maintained here and nowhere else for loads changes). old: the
+-- 24 bytes lv holds for i when the caller just read them (else one GETRANGE); ck: i's candidate key when the
+-- caller has it (a lease records it; else LZ.rck from the roster).
+local function lv_set(i, p, d, r, old, ck)
   local m = lv_touch()
   local k, off = lv_at(i)
-  redis.call('SETRANGE', k, off, struct.pack('>ddd', p, d, r))
+  old = old or redis.call('GETRANGE', k, off, off + 23)
+  local new = struct.pack('>ddd', p, d, r)
+  redis.call('SETRANGE', k, off, new)
   if m then m[3 * i - 2], m[3 * i - 1], m[3 * i] = p, d, r end
+  if #old == 24 and old ~= new then LZ.move(ck or LZ.rck(i), old, new) end
 end
 -- lv_replaced drops the memo before loads move (a roster change).
 local function lv_replaced()
@@ -528,16 +656,19 @@ local function lv_replaced()
   MEMO.lv[lv_key(LVSTAMP)] = nil
   LVW = false
 end
--- ld_read / ld_add: one candidate's loads (prefill tokens, decode blocks, requests).
+-- ld_read / ld_add: one candidate's loads (prefill tokens, decode blocks, requests); ck as lv_set's.
 local function ld_read(i)
   local k, off = lv_at(i)
   local v = redis.call('GETRANGE', k, off, off + 23)
   if #v ~= 24 then return 0, 0, 0 end
   return struct.unpack('>ddd', v)
 end
-local function ld_add(i, a, b, c)
-  local p, d, r = ld_read(i)
-  lv_set(i, p + a, d + b, r + c)
+local function ld_add(i, a, b, c, ck)
+  local k, off = lv_at(i)
+  local v = redis.call('GETRANGE', k, off, off + 23)
+  if #v ~= 24 then return lv_set(i, a, b, c, v, ck) end
+  local p, d, r = struct.unpack('>ddd', v)
+  lv_set(i, p + a, d + b, r + c, v, ck)
 end
 
 -- Roster writes. A candidate while rewriting: {slot, rid, rank, mnbt, tkv, kve, wid, url, loads (24 bytes)}.
@@ -693,6 +824,8 @@ local function roster_rebuild(wkc)
     if not w then w = cmsgpack.unpack(redis.call('HGET', K_WK, id)) end
     for _, x in ipairs(ranks_of(id, w, oldl)) do cands[#cands + 1] = x end
   end
+  redis.call('DEL', K_LZ, K_LC, K_LP)   -- the load order from the carried loads: O(W log W)
+  LZ.add(LZ.of(cands))
   local list = {}
   for a = 1, #cands, CH do list[#list + 1] = chunk_new(cands, a, math.min(#cands, a + CH - 1)) end
   local E = ros_empty()
@@ -764,6 +897,7 @@ local function roster_replace(wid, w)
     local p, known = chunk_find(rch(c0), wid)
     if not known then
       local new = ranks_of(wid, w, {})
+      LZ.add(LZ.of(new))   -- the new ranks join the zero-load group: O(dp·log W)
       if R.cn[c0] + #new <= CH then return dir_splice(R, c0, c0, {chunk_splice(R, c0, p, new)}) end
       if p == R.cn[c0] then return dir_splice(R, c0 + 1, c0, chunks_new(new, 1, #new, {})) end
       if p == 0 then return dir_splice(R, c0, c0 - 1, chunks_new(new, 1, #new, {})) end
@@ -782,9 +916,12 @@ local function roster_replace(wid, w)
   while b <= #cands and cands[b][7] == wid do b = b + 1 end
   local oldl = {}
   for i = a, b - 1 do oldl[cands[i][2]] = cands[i][9] end
+  local mine = ranks_of(wid, w, oldl)
+  LZ.remove(LZ.of(cands, a, b - 1))   -- the worker's members out, its new ranks' in (loads carried)
+  LZ.add(LZ.of(mine))
   local out = {}
   for i = 1, a - 1 do out[#out + 1] = cands[i] end
-  for _, x in ipairs(ranks_of(wid, w, oldl)) do out[#out + 1] = x end
+  for _, x in ipairs(mine) do out[#out + 1] = x end
   for i = b, #cands do out[#out + 1] = cands[i] end
   if #out > 0 and #out < CH / 2 and c1 < R.k and #out + R.cn[c1 + 1] <= CH then   -- absorb the next chunk
     c1 = c1 + 1
@@ -799,7 +936,7 @@ local function roster_insert(wid, w) return roster_replace(wid, w) end
 -- end_lease releases a lease's remaining load and its session hold at time t (memory: endLease).
 local function end_lease(id, l, t)
   local i = rid_locate(l[L.RID], l[L.IDX])
-  if i then ld_add(i, 0 - l[L.PREFILL], 0 - l[L.DECODE], -1) end
+  if i then ld_add(i, 0 - l[L.PREFILL], 0 - l[L.DECODE], -1, l[L.CK]) end
   redis.call('HDEL', K_LS, id)
   redis.call('ZREM', K_LX, id)
   if l[L.SESSION] ~= '' then
@@ -959,6 +1096,12 @@ local function sweep_sessions(now, ttl)
     end
     redis.call('ZREM', K_SY, id)
   end
+end
+
+-- seen_set records worker wid's last heartbeat/event at t ms: seen (the value) and sz (the order).
+local function seen_set(wid, t)
+  redis.call('HSET', K_SEEN, wid, t)
+  redis.call('ZADD', K_SZ, t, wid)
 end
 
 -- new_slot allocates a fresh index slot id.

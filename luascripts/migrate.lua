@@ -7,14 +7,20 @@
 -- once its part is converted (cfg field 'mstep': the current one); the last records layout 3. Pools of any
 -- other version (or layout-1 pools without the packed knobs 'bin', written by a much older version) are
 -- refused: recreate them.
+-- Steps: migrate_roster (layout 2's one-string roster and loads into chunks), migrate_lz (the load order
+-- lz/lc and the prefill order lp, built from the chunks, about MIGRATE_CHUNK candidates per call, cursor in
+-- sc field 'mlz'), migrate_sz (the last-seen order sz from wz and seen, cursor 'msz').
 --
 -- KEYS: the pool's key list (see lib.lua; the body starts with bind(KEYS)).
 -- ARGV: none.
 -- Reply: {'unknown_pool'} | {'done', from layout} (the pool is in this layout now; from = LAYOUT when it
 --   already was) | {'more', from layout} (call again) | {'unsupported', found layout}.
--- Complexity: O(CH) per call (CH = 64 roster candidates; O(dp) for a worker of more ranks).
+-- Complexity: O(CH) per call (CH = 64 roster candidates; O(dp) for a worker of more ranks) for the roster,
+-- O(MIGRATE_CHUNK · log W) for the orders (whole chunks of at most CH candidates; one ZRANGE of wz, one
+-- HMGET of seen and one ZADD for sz).
 bind(KEYS)
 local MIGRATING = '2>3'
+local MIGRATE_CHUNK = 512
 
 -- migrate_roster converts layout 2's packed roster `ro` (u32 n ‖ n slots u32 ‖ n RW-byte records ‖
 -- strings, one string) and loads `lv` (24 bytes per candidate, one string) into roster and loads chunks
@@ -76,7 +82,58 @@ local function migrate_roster()
   return true
 end
 
-local STEPS = {migrate_roster}
+-- migrate_lz adds the members of the next whole roster chunks (about MIGRATE_CHUNK candidates) to lz, lc
+-- and lp (emptied on the first call: nothing half-built survives a restarted migration) and reports whether
+-- every candidate is in. Runs after migrate_roster, so it reads the chunks.
+local function migrate_lz()
+  local c = tonumber(redis.call('HGET', K_SC, 'mlz') or '')
+  if not c then
+    redis.call('DEL', K_LZ, K_LC, K_LP)
+    c = 0
+  end
+  local R = ros()
+  local members = {}
+  while c < R.k and #members < MIGRATE_CHUNK do
+    c = c + 1
+    local cands = chunk_decode(rch(c), redis.call('GET', K_LD .. ':' .. R.cid[c]) or '', {})
+    for _, m in ipairs(LZ.of(cands)) do members[#members + 1] = m end
+  end
+  LZ.add(members)
+  if c >= R.k then
+    redis.call('HDEL', K_SC, 'mlz')
+    return true
+  end
+  redis.call('HSET', K_SC, 'mlz', c)
+  return false
+end
+
+-- migrate_sz adds the next MIGRATE_CHUNK workers (wz order) to sz, scored by their seen value (0 when none,
+-- as route's liveness test reads a missing one), and reports whether every worker is in.
+local function migrate_sz()
+  local cur = tonumber(redis.call('HGET', K_SC, 'msz') or '')
+  if not cur then
+    redis.call('DEL', K_SZ)
+    cur = 0
+  end
+  local ids = redis.call('ZRANGE', K_WZ, cur, cur + MIGRATE_CHUNK - 1)
+  if #ids > 0 then
+    local v = redis.call('HMGET', K_SEEN, unpack(ids))
+    local args = {}
+    for j, id in ipairs(ids) do
+      args[#args + 1] = tonumber(v[j]) or 0
+      args[#args + 1] = id
+    end
+    redis.call('ZADD', K_SZ, unpack(args))
+  end
+  if #ids < MIGRATE_CHUNK then
+    redis.call('HDEL', K_SC, 'msz')
+    return true
+  end
+  redis.call('HSET', K_SC, 'msz', cur + #ids)
+  return false
+end
+
+local STEPS = {migrate_roster, migrate_lz, migrate_sz}
 
 local got = redis.call('HMGET', K_CFG, 'bin', 'layout', 'mfrom')
 local bin, found, from = got[1], got[2], got[3]

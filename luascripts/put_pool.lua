@@ -1,11 +1,13 @@
 -- put_pool.lua — create or update a pool's knobs. block_size cannot change while workers are registered.
 -- A new pool records this library's layout version (cfg field 'layout'); an existing pool of another
 -- layout is refused (`kvrouter pool migrate|recreate` first), never re-stamped over data it cannot read.
+-- A change of a knob the load order is scored by rescores it (lz, LZ.rescore) in the same call.
 --
 -- KEYS: the pool's key list (see lib.lua; the body starts with bind(KEYS)).
 -- ARGV: pairs of (field, value) for every knob of knobs_gen.lua's CFG_FIELDS (statestore's knob table); 'bs' first.
 -- Reply: {'ok'} | {'conflict', current block size} | {'layout_mismatch', found layout}.
--- Complexity: O(knobs).
+-- Complexity: O(knobs); O(W log W) when prefill_load_scale, decode_active_request_weight or block_size
+-- changes (every lz member is rescored: the load order is by those knobs).
 bind(KEYS)
 if redis.call('EXISTS', K_CFG) == 1 then
   local refused = pool_check()
@@ -15,7 +17,10 @@ local old = redis.call('HGET', K_CFG, 'bs')
 if old and tonumber(old) ~= tonumber(ARGV[2]) and redis.call('HLEN', K_WK) > 0 then
   return {'conflict', tonumber(old)}
 end
+local score = redis.call('HMGET', K_CFG, 'pls', 'rw', 'bs')   -- the knobs lz is scored by, before
 redis.call('HSET', K_CFG, 'layout', LAYOUT, unpack(ARGV))
+local c = LZ.knobs()
+if tonumber(score[1]) ~= c.pls or tonumber(score[2]) ~= c.rw or tonumber(score[3]) ~= c.bs then LZ.rescore() end
 local v = redis.call('HMGET', K_CFG, unpack(CFG_FIELDS))
 for i = 1, #v do v[i] = tonumber(v[i]) or 0 end
 redis.call('HSET', K_CFG, 'bin', struct.pack('>' .. string.rep('d', #CFG_FIELDS), unpack(v)))

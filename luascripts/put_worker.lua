@@ -20,7 +20,7 @@ if not wp then
 else
   w = cmsgpack.unpack(wp)
 end
-redis.call('HSET', K_SEEN, wid, now)
+seen_set(wid, now)
 local changed = not wp or w[W.URL] ~= url or w[W.DP] ~= dp or w[W.TKV] ~= tkv or w[W.MNBT] ~= mnbt or w[W.KVE] ~= kve
 if not changed then return {'ok'} end
 w[W.URL], w[W.TKV], w[W.MNBT], w[W.KVE] = url, tkv, mnbt, kve

@@ -19,6 +19,7 @@ for r = 1, w[W.DP] do
 end
 redis.call('HDEL', K_WK, wid)
 redis.call('HDEL', K_SEEN, wid)
+redis.call('ZREM', K_SZ, wid)
 redis.call('HDEL', K_HC, wid)   -- health belongs to the registration: a worker registered again starts healthy
 redis.call('HDEL', K_HU, wid)
 redis.call('ZREM', K_WZ, wid)

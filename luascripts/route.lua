@@ -15,13 +15,19 @@
 -- Reply (fractions as %.17g strings, never Lua numbers):
 --   {'unknown_pool'} | {'layout_mismatch', found layout} | {'invalid'} (isl/blocks outside the pool's limits) | {'conflict'} (lease exists)
 --   | {'noelig', reason, count, ...}
---   | {'ok', worker_id, dp_rank, url, overlap_blocks, required_blocks, cost, session_hit 0|1}
+--   | {'ok', worker_id, dp_rank, url, overlap_blocks, required_blocks, cost, session_hit 0|1, fast 0|1}
+--     (fast: fast_select decided, not the full scan; the store counts these for tests)
 --   | {'explain', required_blocks, chosen (0-based, -1 none), session_hit, {reason, count, ...},
 --        {{wid, rank, dev, host, disk, event, soft, depth, credit, prefill, decode, requests, cost, reason, url}...}}
 --   | {'scores', {wid, rank, blocks}...}
--- Complexity: O(D/32 + W·log 32) bucket HGETs on prefix-closed data (+ O(D) per rank with orphans or
--- non-device tiers), O(W) candidate work (loads: lv_all, one MGET of the loads chunks, unpacked in bulk; roster memoized
--- by its stamp, only its changed chunks re-read;
+-- Complexity: O(D/32 + H·log 32) bucket HGETs on prefix-closed data for H holders (+ O(D) per rank with
+-- orphans or non-device tiers). Candidate work: temperature 0 in 'route' mode (fast_select): O(H + groups
+-- read + G²·log² W for G tied groups) ZRANGE/HGET/GETRANGE calls on lz/lc/lv, independent of the pool size W,
+-- + O(dead workers) under worker_ttl_ms (sz) + O(ranks filtered ahead) for the credit decay's minimum (lp);
+-- the roster, its slot map and the worker ids are memoized (re-read after a roster change only).
+-- Otherwise (explain, temperature > 0, a scoring override, nothing eligible): O(W) candidate work (loads
+-- lv_all, one MGET of the loads chunks, unpacked in bulk, or the loads memo; roster memoized by its stamp,
+-- only its changed chunks re-read;
 -- worker ids/urls sliced only where needed), holder tests by record-aligned string.find of the 4-byte slot
 -- (only position 0's records are decoded), O(expired leases) releases, bounded reclamation (one ZCARD of sx
 -- skips the soft sweep and the soft layer when the pool has no soft entries); query hashes are sliced only at
@@ -33,6 +39,7 @@ local mode, now, reqid, seqs = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local isl, session, pinned, rnd = tonumber(ARGV[5]), ARGV[6], ARGV[7], tonumber(ARGV[8])
 local cfg, refused = cfg_get()
 if not cfg then return refused end
+LZ.use(cfg)   -- lv_set's lz score knobs (releases, booking): the pool's, already read
 local D = #seqs / 8
 local nsx = nil   -- ZCARD of sx before reclamation (nil: not read); 0 means no soft entries at all
 if mode ~= 'query' then
@@ -205,8 +212,9 @@ if mode == 'query' then
   return out
 end
 
--- Knobs with the request's overrides (from here on cfg holds the effective values).
+-- Knobs with the request's overrides (from here on cfg holds the effective values; pcfg the pool's).
 local nexta   -- ARGV index of the allowed worker count
+local pcfg = cfg
 cfg, nexta = cfg_override(cfg, ARGV, 9)
 local osc, hw, dw, pls = cfg.osc, cfg.hw, cfg.dw, cfg.pls
 local decay_d, rw, temp, bpf, bdf = cfg.decay, cfg.rw, cfg.temp, cfg.bpf, cfg.bdf
@@ -218,27 +226,31 @@ if na > 0 then
   allowed = {}
   for i = 1, na do allowed[ARGV[nexta + i]] = true end
 end
-local seen = nil
+-- FAST: the decision can take fast_select (below) instead of the full scan: a routing decision with
+-- temperature 0, scored with the pool's own prefill_load_scale and decode_active_request_weight (lz is
+-- ordered by them) within memory_select.go's safeKnob range (statestore.MaxKnob = 1e9): the memory
+-- store's chooseFast conditions.
+local function safe_knob(v) return v == 0 or (v >= 1e-200 and v <= 1e9) end
+local FAST = mode == 'route' and temp <= 0 and N > 0
+  and pls == pcfg.pls and rw == pcfg.rw and safe_knob(pls) and safe_knob(rw)
+-- Liveness under worker_ttl_ms (live iff now < last seen + ttl): the full scan reads the whole seen hash;
+-- the fast path reads only the dead workers, the head of sz up to now − ttl (DEAD, O(dead)).
+local seen, DEAD = nil, nil
 if cfg.wttl > 0 then
-  seen = {}
-  local kv = redis.call('HGETALL', K_SEEN)
-  for i = 1, #kv, 2 do seen[kv[i]] = tonumber(kv[i + 1]) end
-end
-local function is_live(wid) return cfg.wttl == 0 or now < (seen[wid] or 0) + cfg.wttl end
--- Loads of every candidate (lv_all: one MGET of the loads chunks): LV[3i-2..3i] = prefill tokens, decode blocks, requests.
--- (memoized across calls under the loads stamp, lv_touch in lib.lua; this call's own releases above have
--- already been applied to it). The memo is read-only until the booking below.
-local LV, lvstamp = lv_memo_get(N)
-if not LV and N > 0 then
-  local lvs = lv_all()
-  if #lvs == 24 * N then
-    LV = bulk_unpack(lvs, 1, N, 'ddd', 3, 0)
-    if lvstamp then lv_memo_put(lvstamp, LV) end
+  if FAST then
+    DEAD = {}
+    for _, wid in ipairs(redis.call('ZRANGEBYSCORE', K_SZ, '-inf', now - cfg.wttl)) do DEAD[wid] = true end
+  else
+    seen = {}
+    local kv = redis.call('HGETALL', K_SEEN)
+    for i = 1, #kv, 2 do seen[kv[i]] = tonumber(kv[i + 1]) end
   end
 end
-if not LV then LV = {}; for j = 1, 3 * N do LV[j] = 0 end end
-local MN = (bpf > 0) and rcol(ROFF.MNBT, 'd', 8) or nil
-local TK = (bdf > 0) and rcol(ROFF.TKV, 'd', 8) or nil
+local function is_live(wid)
+  if cfg.wttl == 0 then return true end
+  if DEAD then return not DEAD[wid] end
+  return now < (seen[wid] or 0) + cfg.wttl
+end
 local excluded = nil
 local nx = tonumber(ARGV[nexta + 1 + na])
 if nx > 0 then
@@ -262,44 +274,60 @@ if cfg.ua > 0 then
   end
 end
 local widf = allowed or pinned ~= '' or cfg.wttl > 0 or excluded or HB
-
--- CREASON[i]: candidate i's filter reason ('' eligible); nil when no filter applies (every one eligible).
-local CREASON = nil
-local reasons, rorder = {}, {}
-local minPrefill, anyEligible = 0, false
-if not widf and not MN and not TK then
-  -- minPrefill feeds only the credit decay: skip the pass without it.
-  for i = 1, decay_d > 0 and N or 0 do
-    local p = LV[3 * i - 2]
-    if not anyEligible or p < minPrefill then minPrefill, anyEligible = p, true end
+-- Loads: LV[3i-2..3i] = candidate i's prefill tokens, decode blocks, requests. The full scan reads the whole
+-- column (one GET, or the memo kept across calls under the loads stamp, lv_touch in lib.lua; this call's own
+-- releases above are already applied to it); the fast path reads a candidate's loads on first use only
+-- (lazy_loads: one GETRANGE each). Read-only until the booking below.
+local LV, lvstamp = lv_memo_get(N)
+local function full_loads()
+  if N > 0 then
+    local lvs = lv_all()
+    if #lvs == 24 * N then
+      LV = bulk_unpack(lvs, 1, N, 'ddd', 3, 0)
+      if lvstamp then lv_memo_put(lvstamp, LV) end
+      return
+    end
   end
-else CREASON = {} end
-for i = 1, CREASON and N or 0 do
-  local p, d = LV[3 * i - 2], LV[3 * i - 1]
-  local reason = ''
+  LV = {}
+  for j = 1, 3 * N do LV[j] = 0 end
+end
+local function lazy_loads()
+  LV = setmetatable({}, {__index = function(t, j)
+    local i = math.floor((j + 2) / 3)
+    t[3 * i - 2], t[3 * i - 1], t[3 * i] = ld_read(i)
+    return rawget(t, j)
+  end})
+end
+-- MN/TK: candidates' max_num_batched_tokens / total_kv_blocks (only with a busy fraction): whole columns
+-- for the full scan, one record field on first use for the fast path.
+local MN, TK
+local function lazy_field(off)
+  return setmetatable({}, {__index = function(t, i) local v = rnum(i, off); t[i] = v; return v end})
+end
+if not LV then if FAST then lazy_loads() else full_loads() end end
+if FAST then
+  MN = (bpf > 0) and lazy_field(ROFF.MNBT) or nil
+  TK = (bdf > 0) and lazy_field(ROFF.TKV) or nil
+else
+  MN = (bpf > 0) and rcol(ROFF.MNBT, 'd', 8) or nil
+  TK = (bdf > 0) and rcol(ROFF.TKV, 'd', 8) or nil
+end
+-- freason: candidate i's filter reason ('' eligible), in selection.go's order.
+local function freason(i)
   if widf then
     local wid = rwid(i)
-    if not is_live(wid) then reason = R_NOT_LIVE
-    elseif allowed and not allowed[wid] then reason = R_NOT_ALLOWED
-    elseif pinned ~= '' and wid ~= pinned then reason = R_NOT_PINNED
-    elseif excluded and excluded[wid] then reason = R_EXCLUDED
-    elseif HB and HB[wid] then reason = R_UNHEALTHY
+    if not is_live(wid) then return R_NOT_LIVE
+    elseif allowed and not allowed[wid] then return R_NOT_ALLOWED
+    elseif pinned ~= '' and wid ~= pinned then return R_NOT_PINNED
+    elseif excluded and excluded[wid] then return R_EXCLUDED
+    elseif HB and HB[wid] then return R_UNHEALTHY
     end
   end
-  if reason == '' then
-    if MN and MN[i] > 0 and p > bpf * MN[i] then reason = R_BUSY_PREFILL
-    elseif TK and TK[i] > 0 and d > bdf * TK[i] then reason = R_BUSY_DECODE
-    end
-  end
-  if reason ~= '' then
-    if not reasons[reason] then reasons[reason] = 0; rorder[#rorder + 1] = reason end
-    reasons[reason] = reasons[reason] + 1
-  elseif not anyEligible or p < minPrefill then
-    minPrefill, anyEligible = p, true
-  end
-  CREASON[i] = reason
+  if MN and MN[i] > 0 and LV[3 * i - 2] > bpf * MN[i] then return R_BUSY_PREFILL end
+  if TK and TK[i] > 0 and LV[3 * i - 1] > bdf * TK[i] then return R_BUSY_DECODE end
+  return ''
 end
-local function creason(i) return CREASON and CREASON[i] or '' end
+local minPrefill = 0   -- the credit decay's reference (the full scan's pass below; unused without decay)
 -- cost_of: candidate i's cost and credit (selection.go Cost), same operation order.
 local function cost_of(i)
   local p = LV[3 * i - 2]
@@ -320,55 +348,325 @@ local function cost_of(i)
   if prefill < 0 then prefill = 0 end
   return pls * prefill + (LV[3 * i - 1] + required) + rw * LV[3 * i], credit
 end
--- costs: the eligible candidates' costs. With temperature <= 0 (and not explaining) one pass keeps only
--- the minimum and its ties in roster order (TIES), which is all pick's rule floor(r·k) reads; otherwise
--- every eligible cost goes to COSTS/CIDX for the softmax (and CCOST/CCRED keep every candidate's terms for
--- explain).
-local COSTS, CIDX, TIES, CMIN = {}, {}, nil, nil
-local CCOST, CCRED = nil, nil
-if mode == 'explain' or temp > 0 then
-  CCOST, CCRED = {}, {}
-  local nc = 0
-  for i = 1, N do
-    local cost, credit = cost_of(i)
-    CCOST[i], CCRED[i] = cost, credit
-    if not CREASON or CREASON[i] == '' then nc = nc + 1; COSTS[nc] = cost; CIDX[nc] = i end
+-- worker_ranks calls f on the roster index of each registered rank of worker wid (none: unknown).
+local function worker_ranks(wid, f)
+  local wp = redis.call('HGET', K_WK, wid)
+  if not wp then return end
+  local w = cmsgpack.unpack(wp)
+  for r = 1, w[W.DP] do
+    local i = live[w[W.SLOTS][r]]
+    if i then f(i, w[W.RIDS][r]) end
   end
-else
-  -- A candidate holding none of the prompt costs cost_of's no-overlap arithmetic, inlined (same
-  -- operations in the same order: credit is +0 there and never subtracted), so the per-candidate work of
-  -- the common case is a few table reads and no call.
-  TIES = {}
-  for i = 1, N do
-    if not CREASON or CREASON[i] == '' then
-      local cost
-      if OV[SL[i]] then cost = cost_of(i)
-      else
-        local j = 3 * i
-        local prefill = (LV[j - 2] + isl) / bs
-        if prefill < 0 then prefill = 0 end
-        cost = pls * prefill + (LV[j - 1] + required) + rw * LV[j]
+end
+-- UNI: on the fast path, a pinned worker's or an allow-list of at most UNIVERSE_MAX workers' ranks in
+-- roster order (every other rank is filtered 'not_pinned'/'not_allowed'), else nil.
+local UNIVERSE_MAX = 64
+local UNI = nil
+if FAST and (pinned ~= '' or (na > 0 and na <= UNIVERSE_MAX)) then
+  UNI = {}
+  local done = {}
+  for _, id in ipairs(pinned ~= '' and {pinned} or {unpack(ARGV, nexta + 1, nexta + na)}) do
+    if not done[id] then
+      done[id] = true
+      worker_ranks(id, function(i) UNI[#UNI + 1] = i end)
+    end
+  end
+  table.sort(UNI)
+end
+-- The fast path's minPrefill, only when a holder's credit is decayed (memory: minEligiblePrefill): over
+-- UNI, or the first eligible candidate of lp (candidates by prefill tokens; O(ranks filtered ahead of it)).
+if FAST and decay_d > 0 and required > 0 and next(OV) then
+  if UNI then
+    local any = false
+    for _, i in ipairs(UNI) do
+      if freason(i) == '' and (not any or LV[3 * i - 2] < minPrefill) then minPrefill, any = LV[3 * i - 2], true end
+    end
+  else
+    local from, found = 0, false
+    while not found do
+      local page = redis.call('ZRANGE', K_LP, from, from + 15)
+      if #page == 0 then break end
+      for _, ck in ipairs(page) do
+        local i = live[LZ.slot(ck)]
+        if i and freason(i) == '' then
+          minPrefill, found = LV[3 * i - 2], true
+          break
+        end
       end
-      if not CMIN or cost < CMIN then CMIN = cost; TIES = {i}
-      elseif cost == CMIN then TIES[#TIES + 1] = i end
+      from = from + 16
     end
   end
 end
--- Session affinity.
+-- Session affinity: a live binding to an eligible rank wins (found through its worker's record, O(dp)).
 local chosen, shit = -1, false
 local sdel = false
 if cfg.sttl > 0 and session ~= '' then
   local sp = redis.call('HGET', K_SS, session)
   if sp then
     local s = cmsgpack.unpack(sp)
-    local ri = rid_index(s[S.RID])
+    local ri = nil
+    worker_ranks(s[S.WID], function(i, rid) if rid == s[S.RID] then ri = i end end)
     if not ri or not is_live(rwid(ri)) or (s[S.ACTIVE] == 0 and now >= s[S.IDLE] + cfg.sttl) then
       sdel = true
-    elseif creason(ri) == '' then
+    elseif freason(ri) == '' then
       chosen, shit = ri, true
     end
   end
 end
+
+-- pick_tie: pick's temperature-0 rule, the floor(r·k)-th (0-based, clamped) of k tied candidates.
+local function pick_tie(k)
+  local want = math.floor(rnd * k)
+  if want >= k then want = k - 1 end
+  return want
+end
+-- fast_select: the decision of the full scan below, without visiting every candidate (memory_select.go
+-- chooseFast, whose comment proves the walk exact; the same constant SLACK = s = 1 − 2^-40 and bound
+-- lb(K) = (K·s + cLo)·s). Returns the chosen roster index, or nil: the full scan decides (nothing eligible,
+-- so its reasons are needed; or lz disagrees with lc, which never happens when they are kept by lv_set).
+--   - a pinned worker or an allow-list of at most UNIVERSE_MAX workers: just their ranks, the full scan's
+--     rules (every other rank is filtered 'not_pinned'/'not_allowed');
+--   - otherwise the holders (OV, found through the index) are costed exactly with cost_of, then lz is read
+--     from its head one load group at a time (ZRANGE by rank: the first member gives the load; lc the size;
+--     the next group starts size ranks on) until lb of a group's key exceeds the least cost m so far;
+--   - a group's eligible members are counted from its size when the filter's rejections can be listed
+--     (no allow-list: holders, excluded, health-marked and dead workers' ranks, SKIP) and its load is not
+--     busy-testable (no busy fraction, or a zero load); otherwise every member is tested (exact, linear in
+--     the members of the groups read);
+--   - the floor(r·k)-th of the k tied candidates in candidate order (= roster order): tied holders and
+--     listed members (E) merged with the counted groups (C) by order statistics over each group's
+--     contiguous rank range (ZRANGE lz i i; skipped members' ranks by ZRANK): a direct index with one
+--     group, a merge with one group and listed candidates, binary searches (pickTied) with several
+--     (fetched and sorted instead when at most EXPAND_MAX are tied).
+local SLACK, EXPAND_MAX = 1 - 2 ^ -40, 64
+local function fast_select()
+  if UNI then
+    local best, ties = nil, {}
+    for _, i in ipairs(UNI) do
+      if freason(i) == '' then
+        local c = cost_of(i)
+        if not best or c < best then best, ties = c, {i}
+        elseif c == best then ties[#ties + 1] = i end
+      end
+    end
+    if not best then return nil end
+    return ties[pick_tie(#ties) + 1]
+  end
+  local m, found, TH = 0, false, {}   -- least cost so far, whether any, tied holders
+  for s in pairs(OV) do
+    local i = live[s]
+    if freason(i) == '' then
+      local c = cost_of(i)
+      if not found or c < m then m, found, TH = c, true, {i}
+      elseif c == m then TH[#TH + 1] = i end
+    end
+  end
+  local listable = allowed == nil
+  local SKIP = {}   -- listable: load (24 bytes) -> roster indices a group count leaves out
+  if listable then
+    local sk = {}
+    for s in pairs(OV) do sk[live[s]] = true end
+    local function add(i) sk[i] = true end
+    for wid in pairs(excluded or {}) do worker_ranks(wid, add) end
+    for wid in pairs(HB or {}) do worker_ranks(wid, add) end
+    for wid in pairs(DEAD or {}) do worker_ranks(wid, add) end
+    for i in pairs(sk) do
+      local l = struct.pack('>ddd', LV[3 * i - 2], LV[3 * i - 1], LV[3 * i])   -- lv's bytes, re-packed
+      SKIP[l] = SKIP[l] or {}
+      table.insert(SKIP[l], i)
+    end
+  end
+  local cLo = (pls * (isl / bs) + required) * SLACK
+  local G = {}   -- tied groups {a = first lz rank, n = size, l = load, k = eligible, list = eligible (not counted)}
+  local pos, prev = 0, nil
+  while true do
+    local mem = redis.call('ZRANGE', K_LZ, pos, pos)[1]
+    if not mem then break end
+    local l = string.sub(mem, 1, 24)
+    if l == prev then return nil end   -- lc undercounts: not a group boundary
+    prev = l
+    local p, d, r = struct.unpack('>ddd', l)
+    if found and ((pls * (p / bs) + d + rw * r) * SLACK + cLo) * SLACK > m then break end
+    local n = tonumber(redis.call('HGET', K_LC, l) or '')
+    if not n or n < 1 then return nil end
+    local prefill = (p + isl) / bs   -- cost_of's no-overlap arithmetic, same operations
+    if prefill < 0 then prefill = 0 end
+    local cost = pls * prefill + (d + required) + rw * r
+    if not found or cost <= m then
+      local g = {a = pos, n = n, l = l}
+      if listable and (bpf == 0 or p == 0) and (bdf == 0 or d == 0) then
+        g.k = n - #(SKIP[l] or {})
+      else
+        g.list = {}
+        for _, x in ipairs(redis.call('ZRANGE', K_LZ, pos, pos + n - 1)) do
+          local i = live[LZ.slot(x)]
+          if not i then return nil end
+          if not OV[SL[i]] and freason(i) == '' then g.list[#g.list + 1] = i end
+        end
+        g.k = #g.list
+      end
+      if g.k > 0 then
+        if not found or cost < m then m, found, TH, G = cost, true, {}, {g}
+        else G[#G + 1] = g end
+      end
+    end
+    pos = pos + n
+  end
+  if not found then return nil end
+  -- Pick among the ties: E (holders and listed members, roster indices) and C (counted groups).
+  local E, C, k, nc = {}, {}, #TH, 0
+  for _, i in ipairs(TH) do E[#E + 1] = i end
+  for _, g in ipairs(G) do
+    k = k + g.k
+    if g.list then for _, i in ipairs(g.list) do E[#E + 1] = i end
+    else C[#C + 1] = g; nc = nc + g.k end
+  end
+  local want = pick_tie(k)
+  if #C == 0 or (#C > 1 and k <= EXPAND_MAX) then   -- no counted group, or few ties: fetch every one
+    for _, g in ipairs(C) do
+      local skip = {}
+      for _, i in ipairs(SKIP[g.l] or {}) do skip[i] = true end
+      for _, x in ipairs(redis.call('ZRANGE', K_LZ, g.a, g.a + g.n - 1)) do
+        local i = live[LZ.slot(x)]
+        if not i then return nil end
+        if not skip[i] then E[#E + 1] = i end
+      end
+    end
+    table.sort(E)
+    return E[want + 1]
+  end
+  table.sort(E)
+  for _, g in ipairs(C) do   -- g.at: the lz ranks of its skipped members, sorted
+    g.at = {}
+    for _, i in ipairs(SKIP[g.l] or {}) do
+      local z = redis.call('ZRANK', K_LZ, g.l .. LZ.rck(i))
+      if not z then return nil end
+      g.at[#g.at + 1] = z
+    end
+    table.sort(g.at)
+  end
+  local function at(z) return live[LZ.slot(redis.call('ZRANGE', K_LZ, z, z)[1])] end
+  -- member: g's t-th (0-based) eligible member; less_in: g's eligible members before roster index x.
+  local function member(g, t)
+    local z = g.a + t
+    for _, s in ipairs(g.at) do if s <= z then z = z + 1 else break end end
+    return at(z)
+  end
+  local function less_in(g, x)
+    local lo, hi = g.a, g.a + g.n
+    while lo < hi do
+      local mid = math.floor((lo + hi) / 2)
+      if at(mid) < x then lo = mid + 1 else hi = mid end
+    end
+    local c = lo - g.a
+    for _, s in ipairs(g.at) do if s < lo then c = c - 1 else break end end
+    return c
+  end
+  if #C == 1 then   -- merge E into the one group: E[q] is tied candidate less_in + q - 1
+    local g, placed = C[1], 0
+    for q, e in ipairs(E) do
+      local pq = less_in(g, e) + q - 1
+      if pq == want then return e end
+      if pq > want then break end
+      placed = q
+    end
+    return member(g, want - placed)
+  end
+  local function before(x)   -- tied candidates before roster index x
+    local lo, hi = 1, #E + 1
+    while lo < hi do
+      local mid = math.floor((lo + hi) / 2)
+      if E[mid] < x then lo = mid + 1 else hi = mid end
+    end
+    local b = lo - 1
+    for _, g in ipairs(C) do b = b + less_in(g, x) end
+    return b
+  end
+  local function find(n, get)   -- the source's candidate with exactly want candidates before it
+    local lo, hi = 0, n - 1
+    while lo <= hi do
+      local mid = math.floor((lo + hi) / 2)
+      local x = get(mid)
+      local b = before(x)
+      if b == want then return x elseif b < want then lo = mid + 1 else hi = mid - 1 end
+    end
+    return nil
+  end
+  local x = find(#E, function(t) return E[t + 1] end)
+  for _, g in ipairs(C) do
+    if x then break end
+    x = find(g.k, function(t) return member(g, t) end)
+  end
+  return x
+end
+local fast = false   -- the decision came from fast_select (reported to the store: a test hook)
+if FAST and chosen < 0 then
+  local i = fast_select()
+  if i then chosen, fast = i, true end
+end
+
+-- The full scan: every candidate's filter reason and cost (not needed when FAST holds and a decision is
+-- made: the chosen candidate's cost needs nothing below; its decay reference minPrefill came from lp/UNI).
+local CREASON = nil   -- CREASON[i]: candidate i's filter reason ('' eligible); nil when no filter applies
+local reasons, rorder = {}, {}
+local COSTS, CIDX, TIES, CMIN = {}, {}, nil, nil
+local CCOST, CCRED = nil, nil
+if not (FAST and chosen >= 0) then
+  if getmetatable(LV) then full_loads() end
+  if getmetatable(MN) then MN = rcol(ROFF.MNBT, 'd', 8) end
+  if getmetatable(TK) then TK = rcol(ROFF.TKV, 'd', 8) end
+  local anyEligible = false
+  if not widf and not MN and not TK then
+    -- minPrefill feeds only the credit decay: skip the pass without it.
+    for i = 1, decay_d > 0 and N or 0 do
+      local p = LV[3 * i - 2]
+      if not anyEligible or p < minPrefill then minPrefill, anyEligible = p, true end
+    end
+  else CREASON = {} end
+  for i = 1, CREASON and N or 0 do
+    local reason = freason(i)
+    if reason ~= '' then
+      if not reasons[reason] then reasons[reason] = 0; rorder[#rorder + 1] = reason end
+      reasons[reason] = reasons[reason] + 1
+    elseif not anyEligible or LV[3 * i - 2] < minPrefill then
+      minPrefill, anyEligible = LV[3 * i - 2], true
+    end
+    CREASON[i] = reason
+  end
+  -- costs: the eligible candidates' costs. With temperature <= 0 (and not explaining) one pass keeps only
+  -- the minimum and its ties in roster order (TIES), which is all pick's rule floor(r·k) reads; otherwise
+  -- every eligible cost goes to COSTS/CIDX for the softmax (and CCOST/CCRED keep every candidate's terms for
+  -- explain).
+  if mode == 'explain' or temp > 0 then
+    CCOST, CCRED = {}, {}
+    local nc = 0
+    for i = 1, N do
+      local cost, credit = cost_of(i)
+      CCOST[i], CCRED[i] = cost, credit
+      if not CREASON or CREASON[i] == '' then nc = nc + 1; COSTS[nc] = cost; CIDX[nc] = i end
+    end
+  elseif chosen < 0 then
+    -- A candidate holding none of the prompt costs cost_of's no-overlap arithmetic, inlined (same
+    -- operations in the same order: credit is +0 there and never subtracted), so the per-candidate work of
+    -- the common case is a few table reads and no call.
+    TIES = {}
+    for i = 1, N do
+      if not CREASON or CREASON[i] == '' then
+        local cost
+        if OV[SL[i]] then cost = cost_of(i)
+        else
+          local j = 3 * i
+          local prefill = (LV[j - 2] + isl) / bs
+          if prefill < 0 then prefill = 0 end
+          cost = pls * prefill + (LV[j - 1] + required) + rw * LV[j]
+        end
+        if not CMIN or cost < CMIN then CMIN = cost; TIES = {i}
+        elseif cost == CMIN then TIES[#TIES + 1] = i end
+      end
+    end
+  end
+end
+local function creason(i) return CREASON and CREASON[i] or '' end
 -- Pick (selection.go Pick).
 local function fexp(x)
   -- selection.go Exp: Go's portable exp, operation by operation.
@@ -436,12 +734,7 @@ end
 if chosen < 0 then
   if TIES then
     -- pick's temperature-0 rule on the ties alone: the floor(r·k)-th of the k minima (clamped).
-    local k = #TIES
-    if k > 0 then
-      local want = math.floor(rnd * k)
-      if want >= k then want = k - 1 end
-      chosen = TIES[want + 1]
-    end
+    if #TIES > 0 then chosen = TIES[pick_tie(#TIES) + 1] end
   elseif #COSTS > 0 then
     chosen = CIDX[pick(COSTS, temp, rnd)]
   end
@@ -477,7 +770,8 @@ local dev, _, _, depth = effective(OV[slot])
 local booked = isl - dev * bs
 if booked < 0 then booked = 0 end
 local chosen_cost = cost_of(chosen)   -- before the booking changes LV (it may be the memo)
-lv_set(chosen, LV[3 * chosen - 2] + booked, LV[3 * chosen - 1] + required, LV[3 * chosen] + 1)
+local ck = LZ.ck(cwid, crank, slot)
+lv_set(chosen, LV[3 * chosen - 2] + booked, LV[3 * chosen - 1] + required, LV[3 * chosen] + 1, nil, ck)
 if HO and HO[cwid] then
   local h = HO[cwid]
   redis.call('HSET', K_HU, cwid, struct.pack('>ddd', h[1], now + h[2], h[2]))
@@ -503,7 +797,7 @@ if cfg.sttl > 0 and session ~= '' then
     lsess, lgen = session, s[S.GEN]
   end
 end
-redis.call('HSET', K_LS, reqid, cmsgpack.pack({rid, booked, required, expiry, lsess, lgen, chosen}))   -- L_* order
+redis.call('HSET', K_LS, reqid, cmsgpack.pack({rid, booked, required, expiry, lsess, lgen, chosen, ck}))   -- L_* order
 redis.call('ZADD', K_LX, expiry, reqid)
 local ttl = cfg.pttl
 local kve = ckve
@@ -540,4 +834,4 @@ if ttl > 0 and D > 0 then
   end
   if #zargs > 0 then redis.call('ZADD', K_SX, unpack(zargs)) end
 end
-return {'ok', cwid, crank, curl, depth, required, f17(chosen_cost), shit and 1 or 0}
+return {'ok', cwid, crank, curl, depth, required, f17(chosen_cost), shit and 1 or 0, fast and 1 or 0}

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/redis/rueidis"
 
@@ -29,6 +30,9 @@ type Redis struct {
 	lib    string       // the Functions library source (FUNCTION LOAD REPLACE)
 	route  *rueidis.Lua // RedisOptions.RouteScript as an EVALSHA script; nil = the library's route
 	limits Limits
+	// fastRoutes counts decisions route.lua made through its sublinear selection (fast_select), not
+	// the full scan: a test hook (TestSelectionExactAgainstFullScan checks the fast path ran).
+	fastRoutes atomic.Int64
 }
 
 // RedisOptions configure NewRedis.

@@ -426,3 +426,91 @@ func TestRedisLayout2Migrate(t *testing.T) {
 	}
 	compare("after every release")
 }
+
+// TestRedisMigrateLayout2To3: a pool past migrate's roster step (layout 3's chunked roster without the load
+// order lz/lc/lp and the last-seen order sz) with more ranks and workers than one migrate step takes (512)
+// and loads on some ranks: `pool migrate` builds lz, lc, lp and sz in several bounded steps, exactly as the
+// layout-3 scripts maintain them, and routing then decides what the full scan decides.
+// (TestRedisLayout2Migrate covers the whole way from layout 2's scripts.)
+func TestRedisMigrateLayout2To3(t *testing.T) {
+	srv := sharedRedis(t)
+	ctx := context.Background()
+	st := newRedisStorePrefix(t, "m23:", srv.Addr())
+	cfg := statestore.DefaultPoolConfig(4)
+	cfg.DecodeActiveRequestWeight = 0.3
+	if err := st.PutPool(ctx, "p", cfg); err != nil {
+		t.Fatal(err)
+	}
+	for w := 0; w < 600; w++ { // 1,200 ranks and 600 workers (two steps each), some ids with a NUL byte
+		id := "w" + strconv.Itoa(w)
+		if w%50 == 7 {
+			id = "w\x00" + strconv.Itoa(w)
+		}
+		if err := st.PutWorker(ctx, "p", statestore.WorkerSpec{WorkerID: id, URL: "http://x", DPSize: 2}, int64(1+w%5)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 120; i++ {
+		if _, err := st.Route(ctx, statestore.RouteRequest{Pool: "p", RequestID: "r" + strconv.Itoa(i), ISL: int64(4 * (i % 7)), NowMs: 2}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keys := statestore.PoolKeys("m23:", "p")
+	lz, lc, sz, lp := keys[21], keys[22], keys[23], keys[24]
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	dump := func() string {
+		z, err := c.Do(ctx, c.B().Zrange().Key(lz).Min("0").Max("-1").Withscores().Build()).ToAny()
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := c.Do(ctx, c.B().Hgetall().Key(lc).Build()).AsStrMap()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := c.Do(ctx, c.B().Zrange().Key(sz).Min("0").Max("-1").Withscores().Build()).ToAny()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := c.Do(ctx, c.B().Zrange().Key(lp).Min("0").Max("-1").Withscores().Build()).ToAny()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprint(z, h, s, p)
+	}
+	want := dump()
+	if n, _ := srv.Do(5*time.Second, "ZCARD", lz); n != "1200" {
+		t.Fatalf("lz holds %s members, want 1200", n)
+	}
+	// The orders gone and the pool left where migrate's roster step (layout 2's one-string roster into
+	// chunks) hands over to the order builders: marked migrating from layout 2, at step 2.
+	for _, cmd := range [][]string{{"DEL", lz, lc, sz, lp}, {"HSET", keys[0], "layout", "2>3", "mfrom", "2", "mstep", "2"}} {
+		if _, err := srv.Do(5*time.Second, cmd...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = st.Route(ctx, statestore.RouteRequest{Pool: "p", RequestID: "x", ISL: 4, NowMs: 3})
+	if !errors.Is(err, statestore.ErrLayoutMismatch) {
+		t.Fatalf("route on a layout-2 pool: %v", err)
+	}
+	if from, err := st.MigratePool(ctx, "p"); err != nil || from != "2" {
+		t.Fatalf("migrate: from %q, %v", from, err)
+	}
+	if got := dump(); got != want {
+		t.Fatalf("lz/lc after migrate differ from the maintained ones:\n%q\nwant\n%q", got, want)
+	}
+	for i := 0; i < 20; i++ {
+		req := statestore.RouteRequest{Pool: "p", RequestID: "y" + strconv.Itoa(i), ISL: int64(4 * (i % 5)), Random: float64(i) / 20, NowMs: 3}
+		ex, err := st.Explain(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := st.Route(ctx, req)
+		if err != nil || ex.Decision == nil || d != *ex.Decision {
+			t.Fatalf("route after migrate: %+v, %v; the full scan %+v", d, err, ex.Decision)
+		}
+	}
+}

@@ -95,6 +95,9 @@ func (r *Redis) Route(ctx context.Context, req RouteRequest) (Decision, error) {
 	case "noelig":
 		return Decision{}, noEligible(req.Pool, arr[1:])
 	case "ok":
+		if len(arr) > 8 && msgInt(arr[8]) == 1 {
+			r.fastRoutes.Add(1)
+		}
 		return Decision{RequestID: req.RequestID, WorkerID: msgStr(arr[1]), DPRank: int(msgInt(arr[2])), URL: msgStr(arr[3]),
 			OverlapBlocks: int(msgInt(arr[4])), RequiredBlocks: msgInt(arr[5]), Cost: msgFloat(arr[6]), SessionHit: msgInt(arr[7]) == 1}, nil
 	}

@@ -2,9 +2,12 @@ package statestore
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/redis/rueidis"
@@ -32,7 +35,8 @@ func TestSelectionExactAgainstFullScan(t *testing.T) {
 	}
 	t.Cleanup(c.Close)
 	n := 0
-	steps := 80 // per state; rapid draws 100 states (-rapid.checks)
+	var opened []*Redis // the Redis stores, for their fast-path counts
+	steps := 80         // per state; rapid draws 100 states (-rapid.checks)
 	if testing.Short() {
 		steps = 30
 	}
@@ -49,6 +53,7 @@ func TestSelectionExactAgainstFullScan(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			opened = append(opened, st)
 			return st
 		}},
 	}
@@ -59,6 +64,15 @@ func TestSelectionExactAgainstFullScan(t *testing.T) {
 			decisions := 0
 			rapid.Check(t, func(t *rapid.T) { decisions += checkSelectionExact(t, st.open(), steps) })
 			t.Logf("%d decisions checked", decisions)
+			if st.name == "redis" {
+				// Many states draw knobs the fast path declines (temperature, credit decay, worker_ttl_ms,
+				// scoring overrides): checkSelectionExact checks that every decision that qualifies took it.
+				var fast int64
+				for _, r := range opened {
+					fast += r.fastRoutes.Load()
+				}
+				t.Logf("%d of them through route.lua's fast path", fast)
+			}
 		})
 	}
 }
@@ -73,6 +87,7 @@ type selState struct {
 	stored  map[string][]uint64 // worker/rank → sequence hashes stored (removal material)
 	removed map[string]bool     // removed workers
 	reqs    int                 // requests drawn
+	fast    int64               // decisions that qualify for route.lua's fast path (fastQualifies)
 }
 
 func checkSelectionExact(t *rapid.T, s Store, steps int) int {
@@ -124,6 +139,9 @@ func checkSelectionExact(t *rapid.T, s Store, steps int) int {
 	worker := func() string { return rapid.SampledFrom(st.ids).Draw(t, "worker") }
 	decisions := 0
 	for step := 0; step < steps; step++ {
+		if r, ok := s.(*Redis); ok {
+			checkLoadOrder(t, r, "p")
+		}
 		switch op := rapid.IntRange(0, 20).Draw(t, "op"); {
 		case op < 9:
 			if routeMatchesFullScan(t, s, st, &cfg, now) {
@@ -187,6 +205,9 @@ func checkSelectionExact(t *rapid.T, s Store, steps int) int {
 				}
 			}
 		}
+	}
+	if r, ok := s.(*Redis); ok && r.fastRoutes.Load() != st.fast {
+		t.Fatalf("%d decisions took route.lua's fast path, %d qualified for it", r.fastRoutes.Load(), st.fast)
 	}
 	return decisions
 }
@@ -305,8 +326,20 @@ func routeMatchesFullScan(t *rapid.T, s Store, st *selState, cfg *PoolConfig, no
 	if d != *ex.Decision {
 		t.Fatalf("route decided %+v, the full scan %+v (request %+v, candidates %+v)", d, *ex.Decision, req, ex.Candidates)
 	}
+	if fastQualifies(cfg, &eff, &d) {
+		st.fast++
+	}
 	st.leases = append(st.leases, d.RequestID)
 	return true
+}
+
+// fastQualifies reports whether route.lua decides d through fast_select rather than the full scan: a
+// decision without a session hit, at temperature 0, scored with the pool's own prefill_load_scale and
+// decode_active_request_weight in safeKnob's range. The Redis store counts the decisions it made that way, which must be exactly these.
+func fastQualifies(pool, eff *PoolConfig, d *Decision) bool {
+	return !d.SessionHit && eff.Temperature <= 0 && eff.PrefillLoadScale == pool.PrefillLoadScale &&
+		eff.DecodeActiveRequestWeight == pool.DecodeActiveRequestWeight && safeKnob(eff.PrefillLoadScale) &&
+		safeKnob(eff.DecodeActiveRequestWeight)
 }
 
 // TestFastPathRoundingTies puts ranks on loads whose load scores are equal in exact arithmetic but, with
@@ -485,4 +518,234 @@ func TestFastPathLargePool(t *testing.T) {
 		}
 	}
 	t.Logf("%d decisions compared", decisions)
+}
+
+// TestRedisFastSelectLargePool drives route.lua's fast path (fast_select) on pools of 400–600 ranks whose
+// loads come from a handful of values, so the minimum is a big load group or several tied groups, with
+// tied holders (overlap_score_credit 0: a holder costs what its load costs), excluded and health-marked
+// workers inside the tied groups (skipped by lz rank), busy fractions (groups tested member by member),
+// long allow-lists (the same), pins and sessions. Before every decision Explain (the full scan) gives the
+// reference; Route must decide exactly the same, and most decisions must take the fast path.
+func TestRedisFastSelectLargePool(t *testing.T) {
+	srv := testredis.Start(t)
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(15, 3))
+	cases := []struct {
+		name          string
+		scale, rw     float64
+		busy, credit  float64
+		unhealthy     int64
+		longAllowList bool
+		decay         float64
+		ttl           int64
+	}{
+		{"tied-groups", 1, 0, 0, 0, 2, false, 0, 0},       // loads (0,0,n) all tie: several counted groups
+		{"one-group-holders", 1, 1, 0, 0, 2, false, 0, 0}, // the idle group and tied holders: a merge
+		{"scale0-busy", 0, 0, 0.5, 0, 0, false, 0, 0},     // equal decode blocks tie; busy-testable groups listed
+		{"allow-list", 1, 0, 0, 1, 2, true, 0, 0},         // a long allow-list: every group listed
+		{"decay-ttl", 1, 0.3, 0, 1, 2, false, 2, 2},       // decayed credit (min prefill from lp), dead workers (sz)
+	}
+	total, fastTotal := 0, int64(0)
+	for ci, tc := range cases {
+		st, err := NewRedis(c, RedisOptions{Name: "redis://" + srv.Addr(), Prefix: fmt.Sprintf("big%d:", ci)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := DefaultPoolConfig(4)
+		cfg.PrefillLoadScale, cfg.DecodeActiveRequestWeight = tc.scale, tc.rw
+		cfg.BusyPrefillFraction, cfg.OverlapScoreCredit = tc.busy, tc.credit
+		if tc.credit == 0 { // every tier: a holder costs exactly what its load costs
+			cfg.HostCacheHitWeight, cfg.DiskCacheHitWeight = 0, 0
+		}
+		cfg.UnhealthyAfter, cfg.UnhealthyBackoffMs = tc.unhealthy, 3600000
+		cfg.SessionAffinityTTLMs = 1000
+		cfg.LeaseTTLMs = 3600000
+		cfg.OverlapScoreCreditDecay, cfg.WorkerTTLMs = tc.decay, tc.ttl // ttl 2: registered at 0 → dead at 2
+		if err := st.PutPool(ctx, "p", cfg); err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for len(ids) < 200+r.IntN(100) {
+			id := fmt.Sprintf("w%04d", r.IntN(10000))
+			if slices.Contains(ids, id) {
+				continue
+			}
+			spec := WorkerSpec{WorkerID: id, URL: "http://" + id, DPSize: 2, MaxNumBatchedTokens: []int64{0, 16, 64}[r.IntN(3)]}
+			if err := st.PutWorker(ctx, "p", spec, int64(len(ids)%2)); err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, id)
+		}
+		// Holders of a chain, in all tiers.
+		local := []uint64{1, 2, 3, 4, 5, 6}
+		seq := blockhash.Sequence(nil, local)
+		for i := 0; i < 12; i++ {
+			ev := Event{Kind: EventStored, Tier: Tier(r.IntN(3)), DPRank: r.IntN(2)}
+			for j := 0; j < 1+r.IntN(len(local)); j++ {
+				ev.Blocks = append(ev.Blocks, StoredBlock{EngineHash: seq[j] + uint64(i)<<40, LocalHash: local[j]})
+			}
+			if _, err := st.ApplyEvents(ctx, EventBatch{Pool: "p", WorkerID: ids[r.IntN(len(ids))], Events: []Event{ev}, NowMs: 1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Loads from a few values: pinned bookings of 0, 4 or 32 tokens, some prefill-done.
+		for i := 0; i < len(ids); i++ {
+			for n := r.IntN(3); n > 0; n-- {
+				isl := []int64{0, 0, 4, 32}[r.IntN(4)]
+				id := fmt.Sprintf("load%d-%d", i, n)
+				if _, err := st.Route(ctx, RouteRequest{Pool: "p", RequestID: id, ISL: isl, PinnedWorker: ids[i], NowMs: 1}); err != nil {
+					t.Fatal(err)
+				}
+				if r.IntN(2) == 0 {
+					if _, err := st.PrefillDone(ctx, "p", id, 1); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		}
+		for i := 0; i < len(ids)/15; i++ { // health-marked workers (in their back-off for the whole test)
+			for j := 0; j < 3; j++ {
+				if _, err := st.ReportForward(ctx, "p", ids[r.IntN(len(ids))], false, 1); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		before := st.fastRoutes.Load()
+		decisions := 0
+		for q := 0; q < 150; q++ {
+			req := RouteRequest{Pool: "p", RequestID: fmt.Sprintf("q%d", q), SeqHashes: seq[:r.IntN(len(seq)+1)], Random: r.Float64(), NowMs: 2}
+			req.ISL = int64(len(req.SeqHashes)*4 + r.IntN(4))
+			switch r.IntN(6) {
+			case 0, 1:
+				for i := r.IntN(30); i > 0; i-- {
+					req.ExcludedWorkers = append(req.ExcludedWorkers, ids[r.IntN(len(ids))])
+				}
+			case 2:
+				req.SessionID = fmt.Sprintf("s%d", r.IntN(4))
+			case 3:
+				req.PinnedWorker = ids[r.IntN(len(ids))]
+			}
+			if tc.longAllowList {
+				for _, id := range ids {
+					if r.IntN(3) > 0 {
+						req.AllowedWorkers = append(req.AllowedWorkers, id)
+					}
+				}
+			}
+			ex, err := st.Explain(ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := st.Route(ctx, req)
+			if ex.Decision == nil {
+				if err == nil {
+					t.Fatalf("%s request %d: the full scan found nothing, route %+v", tc.name, q, d)
+				}
+				continue
+			}
+			if err != nil || d != *ex.Decision {
+				t.Fatalf("%s request %d: route %+v (%v), the full scan %+v", tc.name, q, d, err, *ex.Decision)
+			}
+			decisions++
+			if req.SessionID == "" || r.IntN(2) == 0 { // keep the loads near their few values
+				if _, err := st.Done(ctx, "p", req.RequestID, 2); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		fast := st.fastRoutes.Load() - before
+		t.Logf("%s: %d ranks, %d decisions, %d through the fast path", tc.name, 2*len(ids), decisions, fast)
+		if fast*3 < int64(decisions)*2 { // session hits and pins aside
+			t.Errorf("%s: only %d of %d decisions took the fast path", tc.name, fast, decisions)
+		}
+		total, fastTotal = total+decisions, fastTotal+fast
+	}
+	t.Logf("%d decisions compared, %d fast", total, fastTotal)
+}
+
+// checkLoadOrder checks the Redis load order against the loads: lz has one member per roster candidate,
+// whose first 24 bytes are that candidate's lv bytes (as a multiset), scored by the load key, and lc
+// counts each load's members; lp holds the prefill tokens of lv; and the last-seen order sz matches seen.
+func checkLoadOrder(t *rapid.T, r *Redis, pool string) {
+	ctx := context.Background()
+	keys := PoolKeys(r.prefix, pool)
+	lv, err := r.c.Do(ctx, r.c.B().Get().Key(keys[4]).Build()).AsBytes()
+	if err != nil && !rueidis.IsRedisNil(err) {
+		t.Fatal(err)
+	}
+	zs, err := r.c.Do(ctx, r.c.B().Zrange().Key(keys[21]).Min("0").Max("-1").Withscores().Build()).AsZScores()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc, err := r.c.Do(ctx, r.c.B().Hgetall().Key(keys[22]).Build()).AsStrMap()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := r.GetPool(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{}
+	for i := 0; i+24 <= len(lv); i += 24 {
+		want[string(lv[i:i+24])]++
+	}
+	got := map[string]int{}
+	for _, z := range zs {
+		l := z.Member[:24]
+		got[l]++
+		b := []byte(l)
+		load := Load{PrefillTokens: int64(math.Float64frombits(binary.BigEndian.Uint64(b))),
+			DecodeBlocks: int64(math.Float64frombits(binary.BigEndian.Uint64(b[8:]))),
+			Requests:     int64(math.Float64frombits(binary.BigEndian.Uint64(b[16:])))}
+		if k := loadKey(&cfg, load); k != z.Score {
+			t.Fatalf("lz member of load %+v scored %v, load key %v", load, z.Score, k)
+		}
+	}
+	if len(zs) != len(lv)/24 || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("lz loads %v, lv loads %v", got, want)
+	}
+	for l, n := range want {
+		if lc[l] != fmt.Sprint(n) {
+			t.Fatalf("lc counts %s for a load of %d members", lc[l], n)
+		}
+	}
+	if len(lc) != len(want) {
+		t.Fatalf("lc has %d loads, lz %d", len(lc), len(want))
+	}
+	seen, err := r.c.Do(ctx, r.c.B().Hgetall().Key(keys[3]).Build()).AsStrMap()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sz, err := r.c.Do(ctx, r.c.B().Zrange().Key(keys[23]).Min("0").Max("-1").Withscores().Build()).AsZScores()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, z := range sz {
+		if seen[z.Member] != fmt.Sprint(int64(z.Score)) {
+			t.Fatalf("sz scores %s at %v, seen holds %q", z.Member, z.Score, seen[z.Member])
+		}
+	}
+	if len(sz) != len(seen) {
+		t.Fatalf("sz has %d workers, seen %d", len(sz), len(seen))
+	}
+	lp, err := r.c.Do(ctx, r.c.B().Zrange().Key(keys[24]).Min("0").Max("-1").Withscores().Build()).AsZScores()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pl, pz []float64
+	for i := 0; i+24 <= len(lv); i += 24 {
+		pl = append(pl, math.Float64frombits(binary.BigEndian.Uint64(lv[i:])))
+	}
+	for _, z := range lp {
+		pz = append(pz, z.Score)
+	}
+	slices.Sort(pl)
+	if fmt.Sprint(pl) != fmt.Sprint(pz) {
+		t.Fatalf("lp scores %v, lv prefill tokens %v", pz, pl)
+	}
 }
