@@ -897,10 +897,11 @@ local function roster_replace(wid, w)
     local p, known = chunk_find(rch(c0), wid)
     if not known then
       local new = ranks_of(wid, w, {})
-      LZ.add(LZ.of(new))   -- the new ranks join the zero-load group: O(dp·log W)
-      if R.cn[c0] + #new <= CH then return dir_splice(R, c0, c0, {chunk_splice(R, c0, p, new)}) end
-      if p == R.cn[c0] then return dir_splice(R, c0 + 1, c0, chunks_new(new, 1, #new, {})) end
-      if p == 0 then return dir_splice(R, c0, c0 - 1, chunks_new(new, 1, #new, {})) end
+      -- (each return joins the new ranks to the zero-load group, O(dp·log W); falling through to the
+      -- general case below adds them there)
+      if R.cn[c0] + #new <= CH then LZ.add(LZ.of(new)); return dir_splice(R, c0, c0, {chunk_splice(R, c0, p, new)}) end
+      if p == R.cn[c0] then LZ.add(LZ.of(new)); return dir_splice(R, c0 + 1, c0, chunks_new(new, 1, #new, {})) end
+      if p == 0 then LZ.add(LZ.of(new)); return dir_splice(R, c0, c0 - 1, chunks_new(new, 1, #new, {})) end
     end
   end
   local cands = {}
