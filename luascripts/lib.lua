@@ -364,6 +364,16 @@ function LZ.rck(i)
 end
 -- LZ.slot: the index slot named by member (or candidate key) m.
 function LZ.slot(m) return (struct.unpack('>I4', m, #m - 3)) end
+-- LZ.fresh returns ck when it still names candidate i, else nil. A lease records its candidate key when
+-- booked, but an engine restart (apply_events' clear_rank) gives a living rank a new index slot, so the
+-- recorded key's slot may be stale: moving that key would leave a member of a dead slot in lz.
+function LZ.fresh(ck, i)
+  if not ck then return nil end
+  local c, j = rloc(i)
+  local C = rch(c)
+  if struct.unpack('>I4', C.s, C.rb + (j - 1) * RW) ~= LZ.slot(ck) then return nil end
+  return ck
+end
 -- LZ.knobs: the pool's scoring knobs {pls, rw, bs} (cfg's fields; read once per call).
 function LZ.knobs()
   if not LZC then
@@ -648,7 +658,7 @@ local function lv_set(i, p, d, r, old, ck)
   local new = struct.pack('>ddd', p, d, r)
   redis.call('SETRANGE', k, off, new)
   if m then m[3 * i - 2], m[3 * i - 1], m[3 * i] = p, d, r end
-  if #old == 24 and old ~= new then LZ.move(ck or LZ.rck(i), old, new) end
+  if #old == 24 and old ~= new then LZ.move(LZ.fresh(ck, i) or LZ.rck(i), old, new) end
 end
 -- lv_replaced drops the memo before loads move (a roster change).
 local function lv_replaced()
