@@ -155,6 +155,7 @@ func (m *Memory) PutPool(_ context.Context, name string, cfg PoolConfig) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	cfg = canonical(cfg)
 	cfg.Models = append([]string(nil), cfg.Models...) // the caller keeps its slice
 	m.mu.Lock()
 	defer m.mu.Unlock()

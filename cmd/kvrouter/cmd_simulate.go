@@ -53,7 +53,7 @@ type simFlags struct {
 	storeURL                    *string
 	policies                    *string
 	workload                    *string
-	ttftStart                   core.TTFTCoeffs
+	ttftStart                   statestore.TTFTCoeffs
 	ttftWarmup                  *int
 	gen                         traces.GenerateOptions
 	timing                      *bool

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/kvrouter/kvrouter/core"
 	"github.com/kvrouter/kvrouter/simulation/engine"
 	"github.com/kvrouter/kvrouter/statestore"
 )
@@ -76,7 +75,7 @@ type Config struct {
 	CheckEvents bool
 	// TTFTStart are ttft-sim's starting coefficients on every worker; a zero field takes
 	// DefaultTTFTCoeffs' (the pool defaults the calibration is scaled by).
-	TTFTStart core.TTFTCoeffs
+	TTFTStart statestore.TTFTCoeffs
 	// TTFTWarmup is the number of calibration samples a worker takes before ttft-sim's predictions on
 	// it count in PolicyResult.TTFTModel. Default 200.
 	TTFTWarmup int

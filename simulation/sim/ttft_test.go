@@ -5,9 +5,9 @@ import (
 	"math"
 	"testing"
 
-	"github.com/kvrouter/kvrouter/core"
 	"github.com/kvrouter/kvrouter/simulation/engine"
 	"github.com/kvrouter/kvrouter/simulation/traces"
+	"github.com/kvrouter/kvrouter/statestore"
 )
 
 // TestTTFTSimCalibrationConverges is issue 13's convergence claim on the simulator: starting from
@@ -26,7 +26,7 @@ func TestTTFTSimCalibrationConverges(t *testing.T) {
 	w := mustWorkload(t, reqs, LoadOptions{Rho: 0.5, EngineBlock: 64}, eng, 4)
 	ref := DefaultTTFTCoeffs(eng)
 	for _, f := range [][2]float64{{4, 4}, {0.25, 0.25}, {4, 0.25}, {0.25, 4}} {
-		start := core.TTFTCoeffs{PrefillRate: ref.PrefillRate * f[0], DecodeCoeff: ref.DecodeCoeff * f[1]}
+		start := statestore.TTFTCoeffs{PrefillRate: ref.PrefillRate * f[0], DecodeCoeff: ref.DecodeCoeff * f[1]}
 		rep := mustRun(t, Config{Workers: 4, Engine: eng, Seed: 1, Parallel: 2, Policies: []string{PolicyTTFTSim, PolicyTTFTSimPredict}, TTFTStart: start}, w)
 		for _, res := range rep.Policies {
 			t.Run(fmt.Sprintf("%s/rate×%v,coeff×%v", res.Policy, f[0], f[1]), func(t *testing.T) {
