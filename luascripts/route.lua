@@ -17,7 +17,8 @@
 --   | {'noelig', reason, count, ...}
 --   | {'ok', worker_id, dp_rank, url, overlap_blocks, required_blocks, cost, session_hit 0|1}
 --   | {'explain', required_blocks, chosen (0-based, -1 none), session_hit, {reason, count, ...},
---        {{wid, rank, dev, host, disk, event, soft, depth, credit, prefill, decode, requests, cost, reason, url}...}}
+--        {{wid, rank, dev, host, disk, event, soft, depth, credit, prefill, decode, requests, cost, reason, url
+--          [, prefill_rate, decode_coeff: cost_model ttft]}...}}
 --   | {'scores', {wid, rank, blocks}...}
 -- Complexity: O(D/32 + W·log 32) bucket HGETs on prefix-closed data (+ O(D) per rank with orphans or
 -- non-device tiers), O(W) candidate work (loads `lv` one GET, unpacked in bulk; roster `ro` memoized by its stamp, one GET
@@ -212,6 +213,8 @@ local osc, hw, dw, pls = cfg.osc, cfg.hw, cfg.dw, cfg.pls
 local decay_d, rw, temp, bpf, bdf = cfg.decay, cfg.rw, cfg.temp, cfg.bpf, cfg.bdf
 local bs = cfg.bs
 local required = math.floor((isl + bs - 1) / bs)
+-- cost_model ttft: every candidate's coefficients (TT.coeffs: TC[2i-1] prefill rate, TC[2i] decode coeff)
+local TC = (cfg.cm == 1 and mode ~= 'query') and TT.coeffs(cfg, N) or nil
 local allowed = nil
 local na = tonumber(ARGV[nexta])
 if na > 0 then
@@ -300,10 +303,17 @@ for i = 1, CREASON and N or 0 do
   CREASON[i] = reason
 end
 local function creason(i) return CREASON and CREASON[i] or '' end
--- cost_of: candidate i's cost and credit (selection.go Cost), same operation order.
+-- cost_of: candidate i's cost and credit (selection.go Cost; cost_model ttft: ttft_route.go TTFTCandidate,
+-- credit 0), same operation order.
 local function cost_of(i)
   local p = LV[3 * i - 2]
   local o = OV[SL[i]]
+  if TC then
+    local own = isl - effective(o) * bs   -- BookedPrefill: the device overlap (soft included) is not computed
+    if own < 0 then own = 0 end
+    local rate = TC[2 * i - 1]
+    return (p / rate + own / rate) + TC[2 * i] * LV[3 * i - 1], 0
+  end
   local credit, prefill = 0, (p + isl) / bs
   if o then
     local dev, host, disk = effective(o)
@@ -342,7 +352,7 @@ else
   for i = 1, N do
     if not CREASON or CREASON[i] == '' then
       local cost
-      if OV[SL[i]] then cost = cost_of(i)
+      if TC or OV[SL[i]] then cost = cost_of(i)
       else
         local j = 3 * i
         local prefill = (LV[j - 2] + isl) / bs
@@ -462,6 +472,7 @@ if mode == 'explain' then
     o = o or {0, 0, 0, 0, 0}
     local _, _, rank, _, _, _, wid, url = rrec(i)
     cl[i] = {wid, rank, dev, host, disk, o[4], o[5], depth, f17(CCRED[i]), LV[3 * i - 2], LV[3 * i - 1], LV[3 * i], f17(CCOST[i]), creason(i), url}
+    if TC then cl[i][16], cl[i][17] = f17(TC[2 * i - 1]), f17(TC[2 * i]) end
   end
   return {'explain', required, chosen - 1 >= 0 and chosen - 1 or -1, shit and 1 or 0, rs, cl}
 end
@@ -477,6 +488,7 @@ local dev, _, _, depth = effective(OV[slot])
 local booked = isl - dev * bs
 if booked < 0 then booked = 0 end
 local chosen_cost = cost_of(chosen)   -- before the booking changes LV (it may be the memo)
+local lx1, lx2 = LV[3 * chosen - 2] + booked, LV[3 * chosen - 1]   -- ttft's features, before booking
 lv_set(chosen, LV[3 * chosen - 2] + booked, LV[3 * chosen - 1] + required, LV[3 * chosen] + 1)
 if HO and HO[cwid] then
   local h = HO[cwid]
@@ -503,7 +515,9 @@ if cfg.sttl > 0 and session ~= '' then
     lsess, lgen = session, s[S.GEN]
   end
 end
-redis.call('HSET', K_LS, reqid, cmsgpack.pack({rid, booked, required, expiry, lsess, lgen, chosen}))   -- L_* order
+local lrec = {rid, booked, required, expiry, lsess, lgen, chosen}   -- L_* order
+if TC then lrec[L.X1], lrec[L.X2], lrec[L.T] = lx1, lx2, now end
+redis.call('HSET', K_LS, reqid, cmsgpack.pack(lrec))
 redis.call('ZADD', K_LX, expiry, reqid)
 local ttl = cfg.pttl
 local kve = ckve
