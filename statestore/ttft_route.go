@@ -74,7 +74,7 @@ func (p *memPool) calibrate(l *memLease, now int64) {
 }
 
 // unpackTTFT decodes a calibration state as Redis stores it in tc (struct '>dddddd': six big-endian
-// float64 in TTFTState's order); false when s is not one (absent: '').
+// float64 in TTFTState's order); false when s is not one (an absent entry reads as the empty string).
 func unpackTTFT(s string) (TTFTState, bool) {
 	if len(s) != 48 {
 		return TTFTState{}, false
