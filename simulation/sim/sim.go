@@ -76,6 +76,7 @@ type run struct {
 	router *core.Router
 	hashes []core.Hash // scratch for RouteInput.LocalHashes
 	ttft   *ttftState  // ttft-sim only
+	track  *ttftTrack  // ttft, ttft-predict: the store's predictions against the measured TTFT
 
 	// per request
 	routedTo  []int32
@@ -132,7 +133,7 @@ func newRun(ctx context.Context, cfg Config, w *Workload, policy string) (*run, 
 	pc := cfg.Pool
 	pc.PredictedTTLMs = 0
 	switch policy {
-	case PolicyKVPredict:
+	case PolicyKVPredict, PolicyTTFTPredict:
 		pc.PredictedTTLMs = cfg.Pool.PredictedTTLMs
 		if pc.PredictedTTLMs == 0 {
 			pc.PredictedTTLMs = DefaultPredictedTTLMs
@@ -141,6 +142,11 @@ func newRun(ctx context.Context, cfg Config, w *Workload, policy string) (*run, 
 		pc.KVEvents = false
 	default:
 		pc.KVEvents = true
+	}
+	if policy == PolicyTTFT || policy == PolicyTTFTPredict {
+		start := ttftStart(cfg)
+		pc.CostModel, pc.TTFTPrefillRate, pc.TTFTDecodeCoeff = statestore.CostModelTTFT, start.PrefillRate, start.DecodeCoeff
+		r.track = newTTFTTrack(n, cfg.Workers)
 	}
 	if err := r.router.PutPool(ctx, poolName, pc); err != nil {
 		return nil, err
@@ -292,7 +298,11 @@ func (r *run) route(i int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	return r.workerIndex(d.WorkerID)
+	wi, err := r.workerIndex(d.WorkerID)
+	if err == nil && r.track != nil {
+		r.track.routed(i, wi, d.Cost)
+	}
+	return wi, err
 }
 
 func (r *run) workerIndex(id string) (int, error) {
@@ -335,7 +345,7 @@ func (r *run) step(wi int, t float64) error {
 	switch r.policy {
 	case PolicyKVInstant: // the true cache state, at once
 		return r.applyEvents(wi, evs, t)
-	case PolicyKV, PolicyKVPredict, PolicyTTFTSim, PolicyTTFTSimPredict:
+	case PolicyKV, PolicyKVPredict, PolicyTTFTSim, PolicyTTFTSimPredict, PolicyTTFT, PolicyTTFTPredict:
 		r.push(&delivery{t: res.EndMs + r.cfg.EventDelayMs, worker: wi, events: evs})
 	}
 	return nil
@@ -422,6 +432,9 @@ func (r *run) deliver(d *delivery) error {
 			continue
 		}
 		if r.router != nil {
+			if r.track != nil {
+				r.track.firstToken(int(id), r.w.ArrivalMs[id], d.t, r.cfg.TTFTWarmup)
+			}
 			if _, err := r.router.PrefillDone(r.ctx, poolName, requestID(int(id))); err != nil {
 				return err
 			}

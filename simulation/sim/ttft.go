@@ -75,18 +75,23 @@ func newTTFTState(cfg Config, n int, policy string) *ttftState {
 			st.predictMs = DefaultPredictedTTLMs
 		}
 	}
-	start := cfg.TTFTStart
+	st.pool = st.cal.Init(ttftStart(cfg))
+	for i := range st.workers {
+		st.workers[i].cal = st.pool
+	}
+	return st
+}
+
+// ttftStart is Config.TTFTStart with zero fields from DefaultTTFTCoeffs.
+func ttftStart(cfg Config) statestore.TTFTCoeffs {
+	ref, start := DefaultTTFTCoeffs(cfg.Engine), cfg.TTFTStart
 	if start.PrefillRate == 0 {
 		start.PrefillRate = ref.PrefillRate
 	}
 	if start.DecodeCoeff == 0 {
 		start.DecodeCoeff = ref.DecodeCoeff
 	}
-	st.pool = st.cal.Init(start)
-	for i := range st.workers {
-		st.workers[i].cal = st.pool
-	}
-	return st
+	return start
 }
 
 // routeTTFT picks request i's worker by predicted TTFT and books its load.
@@ -236,5 +241,59 @@ func (st *ttftState) model(warmup int) *TTFTModel {
 		m.Samples = append(m.Samples, int(w.cal.Samples))
 	}
 	m.Pool = st.pool.TTFTCoeffs
+	return m
+}
+
+// ttftTrack measures the store-backed ttft policies' predictions: a decision's cost is its predicted TTFT,
+// s (the chosen rank's coefficients, calibrated by the store at prefill_done). A worker's samples are
+// counted here as the first tokens the store could calibrate on (a measured time of at least 1 ms on the
+// store's millisecond clock); the store skips the rare sample with no feature at all, so this may count
+// one or two more than the store took.
+type ttftTrack struct {
+	worker          []int32   // by request: the chosen worker
+	predictedS      []float64 // by request: the decision's cost
+	sample          []int     // by request: the worker's samples at decision time
+	samples         []int     // by worker
+	relErr          []float64 // |pred/meas − 1| of predictions made after the warm-up
+	sumPred, sumMea float64
+}
+
+func newTTFTTrack(n, workers int) *ttftTrack {
+	return &ttftTrack{worker: make([]int32, n), predictedS: make([]float64, n), sample: make([]int, n), samples: make([]int, workers)}
+}
+
+func (t *ttftTrack) routed(i, wi int, costS float64) {
+	t.worker[i], t.predictedS[i], t.sample[i] = int32(wi), costS, t.samples[wi]
+}
+
+// firstToken records request i's first token at atMs (arrived, and routed, at arrivalMs).
+func (t *ttftTrack) firstToken(i int, arrivalMs, atMs float64, warmup int) {
+	measured := (atMs - arrivalMs) / 1000
+	if t.sample[i] >= warmup && measured > 0 {
+		t.relErr = append(t.relErr, math.Abs(t.predictedS[i]/measured-1))
+		t.sumPred += t.predictedS[i]
+		t.sumMea += measured
+	}
+	if math.Floor(atMs) > math.Floor(arrivalMs) {
+		t.samples[t.worker[i]]++
+	}
+}
+
+// model reports the predictions and, from the store's workers listing, the final coefficients (rank 0's
+// own fit; a worker without one shows zero coefficients: the store keeps the pool's fit to itself).
+func (t *ttftTrack) model(warmup int, ws []statestore.WorkerInfo) *TTFTModel {
+	m := &TTFTModel{Warmup: warmup, Predictions: len(t.relErr), Samples: t.samples}
+	if len(t.relErr) > 0 {
+		e := slices.Clone(t.relErr)
+		slices.Sort(e)
+		m.MedianRelErr, m.P90RelErr = quantile(e, 0.5), quantile(e, 0.9)
+		m.SumRatio = t.sumPred / t.sumMea
+	}
+	m.Workers = make([]statestore.TTFTCoeffs, len(t.samples))
+	for wi, w := range ws {
+		if wi < len(m.Workers) && len(w.Ranks) > 0 && w.Ranks[0].TTFT != nil {
+			m.Workers[wi] = w.Ranks[0].TTFT.TTFTCoeffs
+		}
+	}
 	return m
 }
