@@ -161,8 +161,16 @@ func newRun(ctx context.Context, cfg Config, w *Workload, policy string) (*run, 
 	return r, nil
 }
 
-// policySalt gives each policy its own random stream under one seed.
+// policySalt gives each policy its own random stream under one seed; the store-backed ttft policies
+// share their simulator-side references' (ttft-sim, ttft-sim-predict) so that the two decide alike,
+// tie-breaks included (TestTTFTPolicyMatchesTTFTSim).
 func policySalt(p string) uint64 {
+	switch p {
+	case PolicyTTFT:
+		p = PolicyTTFTSim
+	case PolicyTTFTPredict:
+		p = PolicyTTFTSimPredict
+	}
 	h := uint64(14695981039346656037)
 	for i := 0; i < len(p); i++ {
 		h = (h ^ uint64(p[i])) * 1099511628211

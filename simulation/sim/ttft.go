@@ -193,8 +193,9 @@ func (r *run) ttftFirstToken(i int, atMs float64) {
 		st.sumPred += l.predictedS
 		st.sumMea += measured
 	}
+	// Calibrated on the store's clock (whole milliseconds, router.Now), as the store does at prefill_done.
 	w.cal, st.pool, _ = st.cal.Observe(w.cal, st.pool, statestore.TTFTObservation{PrefillTokens: float64(l.prefillTokens),
-		DecodeBlocks: float64(l.decodeBlocks), MeasuredS: measured})
+		DecodeBlocks: float64(l.decodeBlocks), MeasuredS: float64(int64(math.Floor(atMs))-int64(math.Floor(r.w.ArrivalMs[i]))) / 1000})
 }
 
 // ttftDone ends request i (finished or rejected): release whatever it still holds.
