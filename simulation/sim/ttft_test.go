@@ -52,12 +52,12 @@ func TestTTFTSimCalibrationConverges(t *testing.T) {
 	}
 }
 
-// TestTTFTCalibrationConverges is the same claim for the product's `cost_model: ttft` (policies ttft and
+// TestTTFTStoreCalibrationConverges is the same claim for the product's `cost_model: ttft` (policies ttft and
 // ttft-predict: the memory store decides, books and calibrates at each prefill_done): the pool's
 // coefficients (where every rank's calibration starts) 4× off either way; predictions made once a worker
 // has taken 200 samples within 15 % of the measured TTFT (median and Σ ratio), and every worker
 // calibrated (its own fit within 2× of the median worker's prefill rate).
-func TestTTFTCalibrationConverges(t *testing.T) {
+func TestTTFTStoreCalibrationConverges(t *testing.T) {
 	reqs, err := traces.Generate(traces.GenerateOptions{Kind: traces.WorkloadSharedPrefix, Requests: 2400, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
