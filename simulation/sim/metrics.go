@@ -158,8 +158,7 @@ func (r *run) result() PolicyResult {
 		res.TTFTModel = r.ttft.model(r.cfg.TTFTWarmup)
 	}
 	if r.track != nil {
-		ws, _ := r.router.Workers(r.ctx, poolName) // the memory store's listing does not fail; without it, no coefficients
-		res.TTFTModel = r.track.model(r.cfg.TTFTWarmup, ws)
+		res.TTFTModel = r.track.model(r.cfg.TTFTWarmup, r.track.final)
 	}
 	if r.cfg.CheckEvents {
 		res.EventCheck = "ok"

@@ -190,6 +190,9 @@ func (r *run) simulate() error {
 	if r.store != nil {
 		defer r.store.Close()
 	}
+	if r.track != nil { // the store's final calibration, read before the store closes (Redis)
+		defer func() { r.track.final, _ = r.router.Workers(r.ctx, poolName) }()
+	}
 	n := len(r.w.Reqs)
 	next := 0
 	inf := math.Inf(1)

@@ -257,6 +257,7 @@ type ttftTrack struct {
 	samples         []int     // by worker
 	relErr          []float64 // |pred/meas − 1| of predictions made after the warm-up
 	sumPred, sumMea float64
+	final           []statestore.WorkerInfo // the store's workers listing at the end of the run (nil: unread)
 }
 
 func newTTFTTrack(n, workers int) *ttftTrack {
