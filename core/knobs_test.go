@@ -55,3 +55,30 @@ func TestParseOverrides(t *testing.T) {
 func jsonNum(v float64) string { b, _ := json.Marshal(v); return string(b) }
 
 func ptr(c statestore.PoolConfig) *statestore.PoolConfig { return &c }
+
+// TestParsePoolConfigCostModel: cost_model is an enum by name (JSON string), not a number, and not a
+// per-request knob.
+func TestParsePoolConfigCostModel(t *testing.T) {
+	base := statestore.DefaultPoolConfig(16)
+	if base.CostModel != statestore.CostModelDynamo {
+		t.Fatalf("default cost_model %q", base.CostModel)
+	}
+	cfg, err := ParsePoolConfig(base, []byte(`{"cost_model": "ttft", "ttft_prefill_rate": 12000, "ttft_decode_coeff": 2e-6}`))
+	if err != nil || !cfg.TTFT() || cfg.TTFTPrefillRate != 12000 || cfg.TTFTDecodeCoeff != 2e-6 {
+		t.Fatalf("ttft config: %+v, %v", cfg, err)
+	}
+	for _, bad := range []string{`{"cost_model": "fast"}`, `{"cost_model": 1}`, `{"ttft_prefill_rate": -1}`} {
+		if _, err := ParsePoolConfig(base, []byte(bad)); err == nil || !errors.Is(err, statestore.ErrInvalid) {
+			t.Errorf("%s: %v; want invalid", bad, err)
+		}
+	}
+	if _, err := ParseOverrides(map[string]json.RawMessage{"cost_model": json.RawMessage(`"ttft"`)}); err == nil {
+		t.Error("cost_model accepted as a per-request override")
+	}
+	if got := cfg.TTFTCalibration().Ref; got != (statestore.TTFTCoeffs{PrefillRate: 12000, DecodeCoeff: 2e-6}) {
+		t.Errorf("calibration reference %+v", got)
+	}
+	if got := base.TTFTCalibration().Ref; got != (statestore.TTFTCoeffs{PrefillRate: statestore.DefaultTTFTPrefillRate, DecodeCoeff: statestore.DefaultTTFTDecodeCoeff}) {
+		t.Errorf("default calibration reference %+v", got)
+	}
+}

@@ -24,7 +24,10 @@
 --   mpt    max_prompt_tokens             tokens    1048576  [1, 16777216]       no
 --   ua     unhealthy_after               failures  3        [0, 1048576]        no
 --   ubo    unhealthy_backoff_ms          ms        10000    [0, 2592000000]     no
-local CFG_FIELDS = {'bs', 'osc', 'hw', 'dw', 'pls', 'decay', 'rw', 'temp', 'bpf', 'bdf', 'kve', 'attl', 'pttl', 'sttl', 'lttl', 'wttl', 'mpt', 'ua', 'ubo'}
+--   cm     cost_model                    -         0        [0, 1]              no
+--   tpr    ttft_prefill_rate             tokens/s  0        [0, 1000000000]     no
+--   tdc    ttft_decode_coeff             s/block   0        [0, 1000000000]     no
+local CFG_FIELDS = {'bs', 'osc', 'hw', 'dw', 'pls', 'decay', 'rw', 'temp', 'bpf', 'bdf', 'kve', 'attl', 'pttl', 'sttl', 'lttl', 'wttl', 'mpt', 'ua', 'ubo', 'cm', 'tpr', 'tdc'}
 -- The knobs a route request may override, in the order of route.lua's override ARGV (cfg_override).
 local CFG_OVERRIDES = {'osc', 'hw', 'dw', 'pls', 'decay', 'rw', 'temp', 'bpf', 'bdf'}
 -- Filter reasons (statestore.Reason*), in the order a candidate is checked.
@@ -53,5 +56,8 @@ local function knobs_meta()
     {'mpt', 'max_prompt_tokens', 'tokens', 1048576, 1, 16777216, 0},
     {'ua', 'unhealthy_after', 'failures', 3, 0, 1048576, 0},
     {'ubo', 'unhealthy_backoff_ms', 'ms', 10000, 0, 2592000000, 0},
+    {'cm', 'cost_model', '', 0, 0, 1, 0},
+    {'tpr', 'ttft_prefill_rate', 'tokens/s', 0, 0, 1000000000, 0},
+    {'tdc', 'ttft_decode_coeff', 's/block', 0, 0, 1000000000, 0},
   }, {R_NOT_LIVE, R_NOT_ALLOWED, R_NOT_PINNED, R_EXCLUDED, R_UNHEALTHY, R_BUSY_PREFILL, R_BUSY_DECODE}
 end

@@ -6,6 +6,8 @@
 -- Reply: {'unknown_pool'} | {'layout_mismatch', found layout} | {'ok', 1 if the lease existed else 0}.
 -- Complexity: O(expired leases) + O(1): the rank's loads are found by the lease's roster-index hint
 -- (rid_locate: two GETRANGEs), the whole roster is read only when the roster changed since the booking.
+-- prefill_done of a cost_model ttft lease calibrates its rank and the pool once (TT.calibrate: one HMGET
+-- and one HSET of tc), measured = (now − decision) / 1000 s; a rank removed since calibrates nothing.
 bind(KEYS)
 local op, now, id = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local lttl = nil   -- the pool's lease_ttl_ms, read (with every knob) only to renew
@@ -25,6 +27,10 @@ if op == 'prefill_done' then
   local i = rid_locate(l[L.RID], l[L.IDX])
   if i then ld_add(i, 0 - l[L.PREFILL], 0, 0, l[L.CK]) end
   l[L.PREFILL] = 0
+  if l[L.T] then
+    if i then TT.calibrate(cfg_get(), l[L.RID], l[L.X1], l[L.X2], (now - l[L.T]) / 1000) end
+    l[L.X1], l[L.X2], l[L.T] = nil, nil, nil   -- once: prefill_done is idempotent
+  end
   redis.call('HSET', K_LS, id, cmsgpack.pack(l))
 elseif op == 'done' then
   end_lease(id, l, now)

@@ -52,6 +52,9 @@
 --                    route finds the workers dead under worker_ttl_ms from its head (seen_set keeps both)
 --  25 lp      ZSET   candidate key (LZ.ck) scored by its active prefill tokens (layout 3): the credit decay's
 --                    reference, min prefill over the eligible ranks, is read from its head (kept with lz)
+--  26 tc      HASH   cost_model ttft calibration (SPEC §6.6, statestore/ttft_route.go): rank id (decimal) ->
+--                    struct '>dddddd' {prefill_rate, decode_coeff, p11, p12, p22, samples}, "p" -> the pool's
+--                    fit; an absent entry is "not calibrated yet" (no migration for pools written before)
 -- Bucket suffixes and ':'..chunk id (ro:, lv:) are the only strings appended in Lua; every key stays under
 -- the pool's hash tag.
 
@@ -61,7 +64,7 @@
 local LAYOUT = '3'
 
 local K_CFG, K_ROSTER, K_WK, K_SEEN, K_LD, K_FENCE, K_SC, K_ORPH, K_ND, K_DEAD, K_LS, K_LX, K_SS, K_SX, K_E, K_G, K_S, K_WZ
-local K_HC, K_HU, K_SY, K_LZ, K_LC, K_SZ, K_LP
+local K_HC, K_HU, K_SY, K_LZ, K_LC, K_SZ, K_LP, K_TC
 local ROS, EC, CNT   -- per-call caches (roster, event-index entries, counter deltas), reset by bind
 local LVW, LVSTAMP   -- this call's loads memo and stamp after its first loads write (lv_touch); LVW false: none
 local LZC            -- this call's pool knobs for lz scores (LZ.knobs), nil until read
@@ -71,7 +74,7 @@ local function bind(keys)
   K_CFG, K_ROSTER, K_WK, K_SEEN, K_LD, K_FENCE, K_SC, K_ORPH, K_ND, K_DEAD, K_LS, K_LX, K_SS, K_SX, K_E, K_G, K_S, K_WZ =
     keys[1], keys[2], keys[3], keys[4], keys[5], keys[6], keys[7], keys[8], keys[9], keys[10], keys[11], keys[12],
     keys[13], keys[14], keys[15], keys[16], keys[17], keys[18]
-  K_HC, K_HU, K_SY, K_LZ, K_LC, K_SZ, K_LP = keys[19], keys[20], keys[21], keys[22], keys[23], keys[24], keys[25]
+  K_HC, K_HU, K_SY, K_LZ, K_LC, K_SZ, K_LP, K_TC = keys[19], keys[20], keys[21], keys[22], keys[23], keys[24], keys[25], keys[26]
   ROS, EC, CNT = nil, {}, {h = {}, o = {}, n = {}}
   LVW, LVSTAMP, LZC = nil, nil, nil
 end
@@ -168,9 +171,12 @@ end
 local W = {URL = 1, DP = 2, TKV = 3, MNBT = 4, KVE = 5, RIDS = 6, SLOTS = 7}
 -- lease (ls): rank id, prefill tokens still booked, decode blocks, expiry ms, session id ('' none), the
 -- session binding's generation, the rank's roster index when booked (a hint for rid_locate; absent in
--- leases booked before it was recorded), the rank's candidate key (LZ.ck: fixed for a rank id, so a
--- release moves its lz member without reading the roster; absent in leases of layout 2)
-local L = {RID = 1, PREFILL = 2, DECODE = 3, EXPIRY = 4, SESSION = 5, SGEN = 6, IDX = 7, CK = 8}
+-- leases booked before it was recorded), the rank's candidate key (LZ.ck: fixed for a rank id while its
+-- slot is, so a release moves its lz member without reading the roster; absent in leases of layout 2);
+-- cost_model ttft only, until prefill_done calibrates on them: the features x1 = active_prefill_tokens +
+-- booked prefill and x2 = active_decode_blocks of the rank before booking, and the decision time, ms
+-- (absent in leases booked before they were recorded: no calibration)
+local L = {RID = 1, PREFILL = 2, DECODE = 3, EXPIRY = 4, SESSION = 5, SGEN = 6, IDX = 7, CK = 8, X1 = 9, X2 = 10, T = 11}
 -- session binding (ss): rank id, worker id, generation, active requests, idle since ms
 local S = {RID = 1, WID = 2, GEN = 3, ACTIVE = 4, IDLE = 5}
 
@@ -1117,3 +1123,107 @@ end
 
 -- new_slot allocates a fresh index slot id.
 local function new_slot() return redis.call('HINCRBY', K_SC, 'slot', 1) end
+
+-- TTFT cost model and calibration (statestore/ttft.go TTFTCalibration, ttft_route.go), operation by
+-- operation: only + - * / and comparisons on doubles, so every result is Go's bit for bit (Lua 5.1 does not
+-- fuse a multiply-add). A state is {prefill_rate, decode_coeff, p11, p12, p22, samples}; r1, r2 are the
+-- pool's reference coefficients (ttft_prefill_rate, ttft_decode_coeff; 0 = the defaults). One table, not
+-- locals: an EVAL script of lib + route must stay under Lua's 200 locals.
+local TT = {FORGET = 0.98, P0 = 10, PMAX = 1000, STEP = 2, FMIN = 1.0 / 64, FMAX = 64, RATE = 40000, DC = 1e-6} -- luacheck: ignore 241 (read by the operations)
+function TT.finite(v) return v - v == 0 end
+function TT.ref(cfg)
+  local r1, r2 = cfg.tpr, cfg.tdc
+  if r1 == 0 then r1 = TT.RATE end
+  if r2 == 0 then r2 = TT.DC end
+  return r1, r2
+end
+function TT.clampu(u)
+  if u ~= u or u - u ~= 0 then
+    if u > 0 then return TT.FMAX end
+    if u < 0 then return TT.FMIN end
+    return 1
+  elseif u < TT.FMIN then return TT.FMIN
+  elseif u > TT.FMAX then return TT.FMAX end
+  return u
+end
+function TT.clamp(r1, r2, rate, dc)
+  local u1, u2 = TT.clampu(r1 / rate), TT.clampu(dc / r2)
+  return r1 / u1, u2 * r2
+end
+function TT.init(r1, r2, rate, dc)
+  rate, dc = TT.clamp(r1, r2, rate, dc)
+  return {rate, dc, TT.P0, 0, TT.P0, 0}
+end
+function TT.boundp(p)
+  local lo = TT.P0 / 1e6
+  if p ~= p then return TT.P0 elseif p < lo then return lo elseif p > TT.PMAX then return TT.PMAX end
+  return p
+end
+function TT.bounded(v, u)
+  local lo, hi = u / TT.STEP, u * TT.STEP
+  if v ~= v or v < lo then return lo elseif v > hi then return hi end
+  return v
+end
+-- TT.update is TTFTCalibration.Update: the new state, or nil when the sample is not used.
+function TT.update(r1, r2, s, x1, x2, y)
+  local fin = TT.finite
+  if not fin(y) or not fin(x1) or not fin(x2) or y <= 0 or x1 < 0 or x2 < 0 or x1 + x2 == 0 then return nil end
+  local p11, p12, p22 = s[3], s[4], s[5]
+  if not fin(p11) or not fin(p12) or not fin(p22) or p11 <= 0 or p22 <= 0 then p11, p12, p22 = TT.P0, 0, TT.P0 end
+  local z1 = x1 / r1 / y
+  local z2 = (x2 * r2) / y
+  if not fin(z1) or not fin(z2) then return nil end
+  local kr, kd = TT.clamp(r1, r2, s[1], s[2])
+  local u1, u2 = r1 / kr, kd / r2
+  local e = 1 - (u1 * z1 + u2 * z2)
+  if e > 1 then e = 1 elseif e < -1 then e = -1 end
+  local pz1 = p11 * z1 + p12 * z2
+  local pz2 = p12 * z1 + p22 * z2
+  local d = TT.FORGET + (z1 * pz1 + z2 * pz2)
+  if not (d > 0) or not fin(d) then return nil end -- luacheck: ignore 581 (NaN must fail)
+  local k1, k2 = pz1 / d, pz2 / d
+  local n1 = TT.clampu(TT.bounded(u1 + k1 * e, u1))
+  local n2 = TT.clampu(TT.bounded(u2 + k2 * e, u2))
+  local q11 = (p11 - k1 * pz1) / TT.FORGET
+  local q12 = (p12 - k1 * pz2) / TT.FORGET
+  local q22 = (p22 - k2 * pz2) / TT.FORGET
+  q11, q22 = TT.boundp(q11), TT.boundp(q22)
+  if not fin(q12) or q12 * q12 >= q11 * q22 then q12 = 0 end
+  return {r1 / n1, n2 * r2, q11, q12, q22, s[6] + 1}
+end
+-- TT.state reads a packed state (nil: absent).
+function TT.state(b)
+  if not b or #b ~= 48 then return nil end
+  return {struct.unpack('>dddddd', b)}
+end
+function TT.pack(s) return struct.pack('>dddddd', s[1], s[2], s[3], s[4], s[5], s[6]) end
+-- TT.pool is the pool's fit (Init of the reference while absent).
+function TT.pool(r1, r2, b) return TT.state(b) or TT.init(r1, r2, r1, r2) end
+-- TT.coeffs returns every roster candidate's coefficients, C[2i-1] prefill rate and C[2i] decode coeff
+-- (EffectiveTTFT: the rank's own fit once it has a sample, else the pool's). One HGETALL of tc.
+function TT.coeffs(cfg, n)
+  local r1, r2 = TT.ref(cfg)
+  local kv = redis.call('HGETALL', K_TC)
+  local st = {}
+  for i = 1, #kv, 2 do st[kv[i]] = kv[i + 1] end
+  local pool = TT.pool(r1, r2, st.p)
+  local C = {}
+  local rids = n > 0 and rcol(ROFF.RID, 'I4', 4) or {}
+  for i = 1, n do
+    local s = TT.state(st['' .. rids[i]])
+    if s and s[6] > 0 then C[2 * i - 1], C[2 * i] = s[1], s[2]
+    else C[2 * i - 1], C[2 * i] = pool[1], pool[2] end
+  end
+  return C
+end
+-- TT.calibrate is TTFTCalibration.Observe on rank rid and the pool for one first token (prefill_done).
+function TT.calibrate(cfg, rid, x1, x2, y)
+  local r1, r2 = TT.ref(cfg)
+  local got = redis.call('HMGET', K_TC, '' .. rid, 'p')
+  local w, pool = TT.state(got[1]), TT.pool(r1, r2, got[2])
+  if not w or w[6] <= 0 then w = TT.init(r1, r2, pool[1], pool[2]) end
+  local nw = TT.update(r1, r2, w, x1, x2, y)
+  if not nw then return end
+  local np = TT.update(r1, r2, pool, x1, x2, y) or pool
+  redis.call('HSET', K_TC, '' .. rid, TT.pack(nw), 'p', TT.pack(np))
+end

@@ -34,6 +34,7 @@ while w[W.DP] > dp do
   local rid, slot = w[W.RIDS][w[W.DP]], w[W.SLOTS][w[W.DP]]
   redis.call('RPUSH', K_DEAD, slot)
   redis.call('HDEL', K_FENCE, 'e' .. rid, 'i' .. rid, 'g' .. rid)
+  redis.call('HDEL', K_TC, '' .. rid)   -- the rank's TTFT calibration goes with it
   w[W.RIDS][w[W.DP]], w[W.SLOTS][w[W.DP]] = nil, nil
   w[W.DP] = w[W.DP] - 1
 end

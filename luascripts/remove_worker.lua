@@ -16,6 +16,7 @@ for r = 1, w[W.DP] do
   local rid = w[W.RIDS][r]
   redis.call('RPUSH', K_DEAD, w[W.SLOTS][r])
   redis.call('HDEL', K_FENCE, 'e' .. rid, 'i' .. rid, 'g' .. rid)
+  redis.call('HDEL', K_TC, '' .. rid)   -- the rank's TTFT calibration goes with it
 end
 redis.call('HDEL', K_WK, wid)
 redis.call('HDEL', K_SEEN, wid)

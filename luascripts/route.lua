@@ -18,7 +18,8 @@
 --   | {'ok', worker_id, dp_rank, url, overlap_blocks, required_blocks, cost, session_hit 0|1, fast 0|1}
 --     (fast: fast_select decided, not the full scan; the store counts these for tests)
 --   | {'explain', required_blocks, chosen (0-based, -1 none), session_hit, {reason, count, ...},
---        {{wid, rank, dev, host, disk, event, soft, depth, credit, prefill, decode, requests, cost, reason, url}...}}
+--        {{wid, rank, dev, host, disk, event, soft, depth, credit, prefill, decode, requests, cost, reason, url
+--          [, prefill_rate, decode_coeff: cost_model ttft]}...}}
 --   | {'scores', {wid, rank, blocks}...}
 -- Complexity: O(D/32 + H·log 32) bucket HGETs on prefix-closed data for H holders (+ O(D) per rank with
 -- orphans or non-device tiers). Candidate work: temperature 0 in 'route' mode (fast_select): O(H + groups
@@ -220,6 +221,8 @@ local osc, hw, dw, pls = cfg.osc, cfg.hw, cfg.dw, cfg.pls
 local decay_d, rw, temp, bpf, bdf = cfg.decay, cfg.rw, cfg.temp, cfg.bpf, cfg.bdf
 local bs = cfg.bs
 local required = math.floor((isl + bs - 1) / bs)
+-- cost_model ttft: every candidate's coefficients (TT.coeffs: TC[2i-1] prefill rate, TC[2i] decode coeff)
+local TC = (cfg.cm == 1 and mode ~= 'query') and TT.coeffs(cfg, N) or nil
 local allowed = nil
 local na = tonumber(ARGV[nexta])
 if na > 0 then
@@ -231,7 +234,9 @@ end
 -- ordered by them) within memory_select.go's safeKnob range (statestore.MaxKnob = 1e9): the memory
 -- store's chooseFast conditions.
 local function safe_knob(v) return v == 0 or (v >= 1e-200 and v <= 1e9) end
-local FAST = mode == 'route' and temp <= 0 and N > 0
+-- cost_model ttft never takes it: per-rank coefficients make a cost depend on more than the load (memory:
+-- chooseFast returns nil too).
+local FAST = mode == 'route' and temp <= 0 and N > 0 and not TC
   and pls == pcfg.pls and rw == pcfg.rw and safe_knob(pls) and safe_knob(rw)
 -- Liveness under worker_ttl_ms (live iff now < last seen + ttl): the full scan reads the whole seen hash;
 -- the fast path reads only the dead workers, the head of sz up to now − ttl (DEAD, O(dead)).
@@ -328,10 +333,17 @@ local function freason(i)
   return ''
 end
 local minPrefill = 0   -- the credit decay's reference (the full scan's pass below; unused without decay)
--- cost_of: candidate i's cost and credit (selection.go Cost), same operation order.
+-- cost_of: candidate i's cost and credit (selection.go Cost; cost_model ttft: ttft_route.go TTFTCandidate,
+-- credit 0), same operation order.
 local function cost_of(i)
   local p = LV[3 * i - 2]
   local o = OV[SL[i]]
+  if TC then
+    local own = isl - effective(o) * bs   -- BookedPrefill: the device overlap (soft included) is not computed
+    if own < 0 then own = 0 end
+    local rate = TC[2 * i - 1]
+    return (p / rate + own / rate) + TC[2 * i] * LV[3 * i - 1], 0
+  end
   local credit, prefill = 0, (p + isl) / bs
   if o then
     local dev, host, disk = effective(o)
@@ -653,7 +665,7 @@ if not (FAST and chosen >= 0) then
     for i = 1, N do
       if not CREASON or CREASON[i] == '' then
         local cost
-        if OV[SL[i]] then cost = cost_of(i)
+        if TC or OV[SL[i]] then cost = cost_of(i)
         else
           local j = 3 * i
           local prefill = (LV[j - 2] + isl) / bs
@@ -755,6 +767,7 @@ if mode == 'explain' then
     o = o or {0, 0, 0, 0, 0}
     local _, _, rank, _, _, _, wid, url = rrec(i)
     cl[i] = {wid, rank, dev, host, disk, o[4], o[5], depth, f17(CCRED[i]), LV[3 * i - 2], LV[3 * i - 1], LV[3 * i], f17(CCOST[i]), creason(i), url}
+    if TC then cl[i][16], cl[i][17] = f17(TC[2 * i - 1]), f17(TC[2 * i]) end
   end
   return {'explain', required, chosen - 1 >= 0 and chosen - 1 or -1, shit and 1 or 0, rs, cl}
 end
@@ -771,6 +784,7 @@ local booked = isl - dev * bs
 if booked < 0 then booked = 0 end
 local chosen_cost = cost_of(chosen)   -- before the booking changes LV (it may be the memo)
 local ck = LZ.ck(cwid, crank, slot)
+local lx1, lx2 = LV[3 * chosen - 2] + booked, LV[3 * chosen - 1]   -- ttft's features, before booking
 lv_set(chosen, LV[3 * chosen - 2] + booked, LV[3 * chosen - 1] + required, LV[3 * chosen] + 1, nil, ck)
 if HO and HO[cwid] then
   local h = HO[cwid]
@@ -797,7 +811,9 @@ if cfg.sttl > 0 and session ~= '' then
     lsess, lgen = session, s[S.GEN]
   end
 end
-redis.call('HSET', K_LS, reqid, cmsgpack.pack({rid, booked, required, expiry, lsess, lgen, chosen, ck}))   -- L_* order
+local lrec = {rid, booked, required, expiry, lsess, lgen, chosen, ck}   -- L_* order
+if TC then lrec[L.X1], lrec[L.X2], lrec[L.T] = lx1, lx2, now end
+redis.call('HSET', K_LS, reqid, cmsgpack.pack(lrec))
 redis.call('ZADD', K_LX, expiry, reqid)
 local ttl = cfg.pttl
 local kve = ckve

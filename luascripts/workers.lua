@@ -3,7 +3,8 @@
 -- KEYS: the pool's key list (see lib.lua; the body starts with bind(KEYS)).
 -- ARGV: [1] now, ms.
 -- Reply: {'unknown_pool'} | {'layout_mismatch', found layout} | {'ok', {wid, url, dp, tkv, mnbt, kve, last_seen,
---          {{prefill, decode, requests, held, last_event_id ('' none), epoch, degraded 0|1}...},
+--          {{prefill, decode, requests, held, last_event_id ('' none), epoch, degraded 0|1,
+--            ttft calibration ('>dddddd' as stored in tc, '' none)}...},
 --          {consecutive_failures, unhealthy_until_ms, probe_until_ms, backoff_ms}}...}.
 -- Complexity: O(W · dp) (one pass over the roster's rank-id column, then O(1) per rank).
 bind(KEYS)
@@ -25,7 +26,7 @@ for _, id in ipairs(redis.call('ZRANGE', K_WZ, 0, -1)) do
     if i then prefill, decode, requests = ld_read(i) end
     local f = redis.call('HMGET', K_FENCE, 'e' .. rid, 'i' .. rid, 'g' .. rid)
     ranks[r] = {tonumber(prefill), tonumber(decode), tonumber(requests), tonumber(redis.call('HGET', K_SC, 'h' .. slot) or '0'),
-      f[2] or '', f[1] or '', f[3] == '1' and 1 or 0}
+      f[2] or '', f[1] or '', f[3] == '1' and 1 or 0, redis.call('HGET', K_TC, '' .. rid) or ''}
   end
   local h = {tonumber(redis.call('HGET', K_HC, id) or '0'), 0, 0, 0}
   local hu = redis.call('HGET', K_HU, id)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # eval-workloads.sh — the comparison table of docs/EVALUATION.md ("Generated workloads"): every
 # generated workload × load level × seed, simulated with Dynamo's default cost (kv, kv-predict), the
-# ttft-sim policies and the cache-blind baselines in one run, and kv with the agentic preset in a second run;
+# product's cost_model ttft (policies ttft, ttft-predict: the memory store decides and calibrates) and the
+# cache-blind baselines in one run, and kv with the agentic preset in a second run;
 # then one markdown table per workload, each number the mean over the seeds.
 #
 # Usage: scripts/eval-workloads.sh [OUTDIR]    OUTDIR keeps the JSON reports (default /tmp/kvrouter-eval)
@@ -31,7 +32,7 @@ for w in $workloads; do
       base="$out/$w-rho$rho-seed$seed"
       # shellcheck disable=SC2086
       "$bin" simulate --workload "$w" --rho "$rho" --seed "$seed" --progress=false --json ${ARGS:-} \
-        --policies kv,kv-predict,ttft-sim,ttft-sim-predict,least-loaded,round-robin,random >"$base-default.json"
+        --policies kv,kv-predict,ttft,ttft-predict,least-loaded,round-robin,random >"$base-default.json"
       # shellcheck disable=SC2086
       "$bin" simulate --workload "$w" --rho "$rho" --seed "$seed" --progress=false --json ${ARGS:-} \
         --preset agentic --policies kv >"$base-agentic.json"
@@ -44,7 +45,7 @@ import json, sys
 out, workloads, rhos, seeds = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), sys.argv[4].split()
 names = [("kv", "default", "dynamo (default knobs)"), ("kv", "agentic", "dynamo --agentic"),
          ("kv-predict", "default", "dynamo + predicted prefixes (kv-predict)"),
-         ("ttft-sim", "default", "ttft-sim"), ("ttft-sim-predict", "default", "ttft-sim-predict"), ("least-loaded", "default", "least-loaded"),
+         ("ttft", "default", "ttft"), ("ttft-predict", "default", "ttft-predict"), ("least-loaded", "default", "least-loaded"),
          ("round-robin", "default", "round-robin"), ("random", "default", "random")]
 mean = lambda xs: sum(xs) / len(xs)
 for w in workloads:
@@ -57,7 +58,7 @@ for w in workloads:
         for pol, kind, label in names:
             ps = [next(p for p in reps[(s, kind)]["policies"] if p["policy"] == pol) for s in seeds]
             err = ""
-            if pol.startswith("ttft-sim"):
+            if pol.startswith("ttft"):
                 errs = [p["ttft_model"]["median_rel_err"] for p in ps if p["ttft_model"]["predictions"] > 0]
                 err = f"{100*mean(errs):.0f} %" if errs else "n/a (no worker warm before routing ended)"
             print(f"| {float(rho):.2f} | {work:.2f} | {label} | {mean([p['ttft_ms']['mean'] for p in ps])/1000:.3f} | "

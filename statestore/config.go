@@ -57,6 +57,15 @@ type PoolConfig struct {
 	// ms (default 10000; must be > 0 while UnhealthyAfter > 0). Each failed probe doubles the worker's
 	// back-off, up to MaxBackoffFactor times this value.
 	UnhealthyBackoffMs int64 `json:"unhealthy_backoff_ms"`
+	// CostModel is how candidates are costed (SPEC §6.6): CostModelDynamo (default; "" reads as it) or
+	// CostModelTTFT. Not overridable per request.
+	CostModel string `json:"cost_model"`
+	// TTFTPrefillRate is cost_model ttft's pool default prefill rate, tokens/s (0 = DefaultTTFTPrefillRate):
+	// where every rank's calibration starts, and the scale of its bounds.
+	TTFTPrefillRate float64 `json:"ttft_prefill_rate"`
+	// TTFTDecodeCoeff is cost_model ttft's pool default decode interference, s per active decode block
+	// (0 = DefaultTTFTDecodeCoeff).
+	TTFTDecodeCoeff float64 `json:"ttft_decode_coeff"`
 
 	// Gateway settings (SPEC §7.2). They do not enter decisions; they tell the OpenAI-compatible gateway
 	// which requests belong to the pool and how to turn them into the engine's token ids.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 )
 
 //go:generate go run ../internal/knobgen
@@ -18,6 +19,9 @@ const (
 	KnobInt
 	// KnobBool: a bool field, stored as "1" or "0" (Lua reads 1/0).
 	KnobBool
+	// KnobEnum: a string field naming one of Knob.Values; stored (cfg hash and 'bin') as the name's index
+	// in Values, so Lua compares numbers. "" reads as Values[0], the default.
+	KnobEnum
 )
 
 // Knob is one pool knob (SPEC §6.4). The table knobTable is the single source: it drives PoolConfig's
@@ -44,8 +48,10 @@ type Knob struct {
 	Overridable bool
 	// Help is one line for flags and docs (no default: Describe adds it).
 	Help string
+	// Values are a KnobEnum's names, by their numeric encoding (index); Default, Min and Max are indices.
+	Values []string
 
-	field    func(*PoolConfig) any      // pointer to the field: *int, *int64, *float64 or *bool
+	field    func(*PoolConfig) any      // pointer to the field: *int, *int64, *float64, *bool or *string (enum)
 	override func(*Overrides) **float64 // the Overrides field (Overridable knobs only)
 }
 
@@ -119,7 +125,38 @@ var knobTable = []Knob{
 	{Name: "unhealthy_backoff_ms", Short: "ubo", Kind: KnobInt, Unit: "ms", Default: 10000, Max: MaxTTLMs,
 		Help:  "how long an unhealthy worker is skipped before one request probes it (> 0 while unhealthy_after > 0; doubles per failed probe, up to 8×)",
 		field: func(c *PoolConfig) any { return &c.UnhealthyBackoffMs }},
+	// cost_model is not overridable per request: a ttft decision books a lease whose features calibrate the
+	// chosen rank at prefill_done, and the fit is only meaningful for decisions taken with the pool's model;
+	// a per-request switch would also defeat the memory fast path's one-model-per-pool proof.
+	{Name: "cost_model", Short: "cm", Kind: KnobEnum, Values: []string{CostModelDynamo, CostModelTTFT}, Max: 1,
+		Help:  "candidate cost: dynamo (SPEC §6.2, blocks) or ttft (predicted time to first token, seconds, calibrated online: SPEC §6.6)",
+		field: func(c *PoolConfig) any { return &c.CostModel }},
+	// The ttft coefficients' 0 is their built-in default (not a default of 0 written into the pool), so a
+	// pool written before they existed, which reads 0 for them in Go and Lua alike, has valid ones.
+	{Name: "ttft_prefill_rate", Short: "tpr", Kind: KnobFloat, Unit: "tokens/s", Max: MaxKnob,
+		ZeroMeans: "40000 tokens/s (an 8B model on one H100)",
+		Help:      "cost_model ttft: the pool's default prefill rate, where every rank's calibration starts and the scale of its bounds",
+		field:     func(c *PoolConfig) any { return &c.TTFTPrefillRate }},
+	{Name: "ttft_decode_coeff", Short: "tdc", Kind: KnobFloat, Unit: "s/block", Max: MaxKnob,
+		ZeroMeans: "0.000001 s/block",
+		Help:      "cost_model ttft: the pool's default time one active decode block adds to a first token",
+		field:     func(c *PoolConfig) any { return &c.TTFTDecodeCoeff }},
 }
+
+// Cost models (knob cost_model), by their numeric encoding: 0 dynamo, 1 ttft.
+const (
+	CostModelDynamo = "dynamo"
+	CostModelTTFT   = "ttft"
+)
+
+// What ttft_prefill_rate and ttft_decode_coeff 0 stand for: an 8B model in bf16 on one H100 (~40 k
+// prompt tokens/s; 16 tokens of attended context at ~3.3 TB/s per decode step, rounded up to 1 µs per
+// block). Online calibration corrects them per rank; they fix the scale of its bounds (1/64 … 64 times).
+// luascripts/lib.lua's ttft_cal repeats them.
+const (
+	DefaultTTFTPrefillRate = 40000
+	DefaultTTFTDecodeCoeff = 1e-6
+)
 
 // overridable are knobTable's Overridable knobs in table order: the order of route.lua's override ARGV.
 var overridable = func() []*Knob {
@@ -158,8 +195,23 @@ func (k Knob) Value(c *PoolConfig) float64 {
 		if *p {
 			return 1
 		}
+	case *string:
+		return float64(k.enumIndex(*p))
 	}
 	return 0
+}
+
+// enumIndex is an enum name's encoding: its index in Values ("" = 0, the default), -1 when unknown.
+func (k Knob) enumIndex(name string) int {
+	if name == "" {
+		return 0
+	}
+	for i, v := range k.Values {
+		if v == name {
+			return i
+		}
+	}
+	return -1
 }
 
 // Set stores v (already valid for the knob's kind) in c.
@@ -173,7 +225,26 @@ func (k Knob) Set(c *PoolConfig, v float64) {
 		*p = int(v)
 	case *bool:
 		*p = v != 0
+	case *string:
+		if i := int(v); float64(i) == v && i >= 0 && i < len(k.Values) {
+			*p = k.Values[i]
+		} else {
+			*p = strconv.FormatFloat(v, 'g', -1, 64) // no such value: Validate names the knob
+		}
 	}
+}
+
+// canonical returns c with every enum knob spelled by its name ("" → the default's name), as a
+// round trip through the Redis cfg hash gives it back.
+func canonical(c PoolConfig) PoolConfig {
+	for _, k := range knobTable {
+		if k.Kind == KnobEnum {
+			if i := k.enumIndex(*k.field(&c).(*string)); i >= 0 {
+				k.Set(&c, float64(i))
+			}
+		}
+	}
+	return c
 }
 
 // SetOverride makes o replace the knob's pool value with v; false when the knob is not overridable.
@@ -245,6 +316,10 @@ func (k Knob) check(c *PoolConfig) error {
 		}
 	case KnobFloat:
 		return k.checkFloat("", k.Value(c))
+	case KnobEnum:
+		if v := *k.field(c).(*string); k.enumIndex(v) < 0 {
+			return fmt.Errorf("%w: %s must be %s, got %q", ErrInvalid, k.Name, strings.Join(k.Values, " or "), v)
+		}
 	}
 	return nil
 }
@@ -278,6 +353,8 @@ func (k Knob) Describe() string {
 		return k.Help
 	case k.Kind == KnobBool:
 		return fmt.Sprintf("%s (default %t)", k.Help, k.Default != 0)
+	case k.Kind == KnobEnum:
+		return fmt.Sprintf("%s (default %s)", k.Help, k.Values[int(k.Default)])
 	case k.Default == 0 && k.ZeroMeans != "":
 		return fmt.Sprintf("%s (default 0 = %s)", k.Help, k.ZeroMeans)
 	}

@@ -37,6 +37,8 @@ func TestKnobTableCoversConfig(t *testing.T) {
 			ok = k.Kind == KnobInt
 		case *bool:
 			ok = k.Kind == KnobBool
+		case *string:
+			ok = k.Kind == KnobEnum && len(k.Values) == int(k.Max)+1 && k.Min == 0
 		}
 		if !ok {
 			t.Errorf("%s: field %T does not match its kind %d", k.Name, k.field(&c), k.Kind)
@@ -106,6 +108,8 @@ func distinctConfig() PoolConfig {
 			k.Set(&c, k.Min+float64(i+7))
 		case KnobBool:
 			k.Set(&c, 1-k.Default)
+		case KnobEnum:
+			k.Set(&c, k.Max)
 		}
 	}
 	return c

@@ -50,6 +50,7 @@ type memRank struct {
 	hasEvent    bool
 	epoch       string
 	degraded    bool
+	ttft        TTFTState // calibration (ttft_route.go); zero: not calibrated yet
 	// The load order (memory_loadorder.go): the group of ranks with this load (nil: detached), this
 	// rank's node in the group's treap, and its position in byPrefill.
 	group  *loadGroup
@@ -79,6 +80,7 @@ type memLease struct {
 	session    string
 	sessionGen uint64
 	heapIdx    int
+	ttft       *ttftFeatures // a ttft decision's features until prefill_done calibrates on them
 }
 
 type memSession struct {
@@ -127,6 +129,7 @@ type memPool struct {
 	softLog   []softWrite
 	leases    map[string]*memLease
 	byExpiry  leaseHeap
+	ttftPool  *TTFTState // the pool's TTFT fit (nil: Init of the reference)
 	sessions  map[string]*memSession
 	idleLog   []idleSession // idle bindings in idle order (the store clock only moves forward)
 	sessOver  int64         // bindings not made because the pool held MaxSessionsPerPool
@@ -155,6 +158,7 @@ func (m *Memory) PutPool(_ context.Context, name string, cfg PoolConfig) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	cfg = canonical(cfg)
 	cfg.Models = append([]string(nil), cfg.Models...) // the caller keeps its slice
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -425,7 +429,7 @@ func (m *Memory) Workers(_ context.Context, pool string, now int64) ([]WorkerInf
 			info.Ranks = append(info.Ranks, RankInfo{
 				DPRank: r.rank, ActivePrefillTokens: r.load.PrefillTokens, ActiveDecodeBlocks: r.load.DecodeBlocks,
 				ActiveRequests: r.load.Requests, CachedBlocks: r.idx.held, LastEventID: r.lastEventID,
-				Epoch: r.epoch, Degraded: r.degraded,
+				Epoch: r.epoch, Degraded: r.degraded, TTFT: ttftShown(r.ttft),
 			})
 		}
 		out = append(out, info)
@@ -541,6 +545,7 @@ func (m *Memory) PrefillDone(_ context.Context, pool, id string, now int64) (boo
 		l.rank.load.PrefillTokens -= l.prefill
 		l.prefill = 0
 		p.loadChanged(l.rank)
+		p.calibrate(l, now)
 	})
 }
 

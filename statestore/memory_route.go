@@ -117,6 +117,7 @@ type evalCand struct {
 	reason string
 	cost   float64
 	credit float64
+	coeffs TTFTCoeffs // cost_model ttft: the coefficients cost used
 }
 
 // evaluation is a decision computed but not yet booked.
@@ -204,9 +205,19 @@ func (p *memPool) evaluateOver(req *RouteRequest, now int64, ranks []*memRank) *
 	}
 	costs := make([]float64, 0, len(e.cands))
 	idx := make([]int, 0, len(e.cands))
+	var ttftPool TTFTState
+	if cfg.TTFT() {
+		ttftPool = p.ttftPoolState(cfg.TTFTCalibration())
+	}
 	for i := range e.cands {
 		c := &e.cands[i]
-		c.cost, c.credit = Cost(CostInput{Cfg: cfg, ISL: req.ISL, RequiredBlocks: e.required, MinPrefill: minPrefill, Overlap: c.ov, Load: c.rank.load})
+		if cfg.TTFT() { // credit stays 0: the cache enters as the tokens not to compute
+			dev, _, _, _ := c.ov.Effective()
+			c.coeffs = EffectiveTTFT(c.rank.ttft, ttftPool)
+			c.cost = TTFTCandidate(c.coeffs, req.ISL, dev, cfg.BlockSize, c.rank.load).Cost()
+		} else {
+			c.cost, c.credit = Cost(CostInput{Cfg: cfg, ISL: req.ISL, RequiredBlocks: e.required, MinPrefill: minPrefill, Overlap: c.ov, Load: c.rank.load})
+		}
 		if c.reason == "" {
 			costs = append(costs, c.cost)
 			idx = append(idx, i)
@@ -297,6 +308,9 @@ func (p *memPool) book(req *RouteRequest, e *evaluation) {
 	dev, _, _, _ := c.ov.Effective()
 	l := &memLease{id: req.RequestID, rank: r, prefill: BookedPrefill(req.ISL, dev, e.cfg.BlockSize),
 		decode: e.required, expiry: now + e.cfg.LeaseTTLMs}
+	if e.cfg.TTFT() {
+		l.ttft = &ttftFeatures{x1: r.load.PrefillTokens + l.prefill, x2: r.load.DecodeBlocks, at: now}
+	}
 	r.load.PrefillTokens += l.prefill
 	r.load.DecodeBlocks += l.decode
 	r.load.Requests++
@@ -358,6 +372,10 @@ func (m *Memory) Explain(_ context.Context, req RouteRequest) (Explanation, erro
 			EventBlocks: c.ov.Event, PredictedBlocks: c.ov.Soft, OverlapBlocks: depth, Credit: c.credit,
 			ActivePrefillTokens: c.rank.load.PrefillTokens, ActiveDecodeBlocks: c.rank.load.DecodeBlocks,
 			ActiveRequests: c.rank.load.Requests, Cost: c.cost, Filtered: c.reason,
+		}
+		if e.cfg.TTFT() {
+			k := c.coeffs
+			out.Candidates[i].TTFTCoeffs = &k
 		}
 	}
 	if e.chosen < 0 {

@@ -22,10 +22,17 @@ const fleetChains = 2048
 // newFleet returns a memory store with pool "p" (block size 16) of n workers holding fleetChains chains
 // of promptBlocks blocks, chain c on workers 2c and 2c+1 (mod n). It returns the chains' local hashes.
 func newFleet(b *testing.B, n, promptBlocks int) (*Memory, [][]uint64) {
+	return newFleetModel(b, n, promptBlocks, CostModelDynamo)
+}
+
+// newFleetModel is newFleet with the pool's cost_model.
+func newFleetModel(b *testing.B, n, promptBlocks int, model string) (*Memory, [][]uint64) {
 	b.Helper()
 	ctx := context.Background()
 	m := NewMemory()
-	if err := m.PutPool(ctx, "p", DefaultPoolConfig(16)); err != nil {
+	cfg := DefaultPoolConfig(16)
+	cfg.CostModel = model
+	if err := m.PutPool(ctx, "p", cfg); err != nil {
 		b.Fatal(err)
 	}
 	r := rand.New(rand.NewPCG(15, 15))
@@ -63,11 +70,17 @@ func newFleet(b *testing.B, n, promptBlocks int) (*Memory, [][]uint64) {
 // cpu-ns/op is the process CPU time per op (garbage collection included), steadier than ns/op when
 // other processes share the cores. Issue 15's target: 1,024
 // workers within 1.5× the 64-worker time.
-func BenchmarkMemoryRouteFleet(b *testing.B) {
+func BenchmarkMemoryRouteFleet(b *testing.B) { routeFleet(b, CostModelDynamo) }
+
+// BenchmarkMemoryRouteFleetTTFT is BenchmarkMemoryRouteFleet with cost_model ttft: every decision is the
+// full scan (per-rank coefficients rule out the fast path), O(workers). No prefill_done: no calibration.
+func BenchmarkMemoryRouteFleetTTFT(b *testing.B) { routeFleet(b, CostModelTTFT) }
+
+func routeFleet(b *testing.B, model string) {
 	for _, n := range fleetWorkers {
 		b.Run(fmt.Sprintf("workers=%d", n), func(b *testing.B) {
 			ctx := context.Background()
-			m, chains := newFleet(b, n, 64)
+			m, chains := newFleetModel(b, n, 64, model)
 			r := rand.New(rand.NewPCG(1, 2))
 			ring := make([]string, n)
 			seq := make([]uint64, 64)

@@ -70,7 +70,9 @@ func safeKnob(v float64) bool { return v == 0 || (v >= 1e-200 && v <= MaxKnob) }
 // the full scan must run (see above).
 func (p *memPool) chooseFast(req *RouteRequest, now int64) *evaluation {
 	cfg := req.Overrides.Apply(p.cfg)
-	if cfg.Temperature > 0 || cfg.PrefillLoadScale != p.cfg.PrefillLoadScale ||
+	// cost_model ttft: per-rank coefficients break the proof's "a non-holder's cost depends on its load
+	// only" (two ranks with one load may cost differently): the full scan decides.
+	if cfg.TTFT() || cfg.Temperature > 0 || cfg.PrefillLoadScale != p.cfg.PrefillLoadScale ||
 		cfg.DecodeActiveRequestWeight != p.cfg.DecodeActiveRequestWeight ||
 		!safeKnob(cfg.PrefillLoadScale) || !safeKnob(cfg.DecodeActiveRequestWeight) {
 		return nil

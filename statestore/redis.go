@@ -369,8 +369,14 @@ func (r *Redis) Workers(ctx context.Context, pool string, now int64) ([]WorkerIn
 		for i, rm := range ranks {
 			v, _ := rm.ToArray()
 			last, _ := strconv.ParseUint(msgStr(v[4]), 10, 64)
-			info.Ranks = append(info.Ranks, RankInfo{DPRank: i, ActivePrefillTokens: msgInt(v[0]), ActiveDecodeBlocks: msgInt(v[1]),
-				ActiveRequests: msgInt(v[2]), CachedBlocks: msgInt(v[3]), LastEventID: last, Epoch: msgStr(v[5]), Degraded: msgInt(v[6]) == 1})
+			ri := RankInfo{DPRank: i, ActivePrefillTokens: msgInt(v[0]), ActiveDecodeBlocks: msgInt(v[1]),
+				ActiveRequests: msgInt(v[2]), CachedBlocks: msgInt(v[3]), LastEventID: last, Epoch: msgStr(v[5]), Degraded: msgInt(v[6]) == 1}
+			if len(v) > 7 {
+				if st, ok := unpackTTFT(msgStr(v[7])); ok {
+					ri.TTFT = ttftShown(st)
+				}
+			}
+			info.Ranks = append(info.Ranks, ri)
 		}
 		out = append(out, info)
 		healths = append(healths, hrec)

@@ -25,7 +25,7 @@ type differ struct {
 // diffMarkers are outcome fragments a long run must produce at least once: the health and exclusion
 // paths are only compared if the generator reaches them.
 var diffMarkers = []string{`"state":"unhealthy"`, `"filtered":"unhealthy"`, `"filtered":"excluded"`, ` unhealthy`,
-	`"state":"half_open"`, `"state":"probing"`}
+	`"state":"half_open"`, `"state":"probing"`, `"ttft":{`, `"ttft_terms":{`}
 
 func outcome(v any, err error) string {
 	j, _ := json.Marshal(v)
@@ -135,6 +135,11 @@ func (g *gen) poolConfig() statestore.PoolConfig {
 	c.UnhealthyBackoffMs = int64(g.f(10000, 700, 3000))
 	if g.r.IntN(30) == 0 {
 		c.BlockSize = 8 // conflicts once workers exist
+	}
+	if g.r.IntN(3) == 0 { // cost_model ttft: calibrated by the prefill_done steps below, clock jumps apart
+		c.CostModel = statestore.CostModelTTFT
+		c.TTFTPrefillRate = g.f(0, 20000, 333.3)
+		c.TTFTDecodeCoeff = g.f(0, 1e-6, 0.01)
 	}
 	return c
 }

@@ -141,6 +141,9 @@ func (r *Redis) Explain(ctx context.Context, req RouteRequest) (Explanation, err
 		if len(v) > 14 {
 			urls = append(urls, msgStr(v[14]))
 		}
+		if len(v) > 16 { // cost_model ttft: the coefficients the candidate was costed with
+			out.Candidates[i].TTFTCoeffs = &TTFTCoeffs{PrefillRate: msgFloat(v[15]), DecodeCoeff: msgFloat(v[16])}
+		}
 	}
 	if chosen < 0 {
 		e := noEligible(req.Pool, reasons)

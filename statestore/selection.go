@@ -199,15 +199,13 @@ func ExplainCosts(ex *Explanation, cfg PoolConfig, req *RouteRequest) {
 	chosen := -1
 	for i := range ex.Candidates {
 		c := &ex.Candidates[i]
-		t := &CostTerms{PrefillBlocks: float64(c.ActivePrefillTokens+req.ISL) / bs}
-		t.PrefillBlocksAfterCredit = t.PrefillBlocks - c.Credit
-		if t.PrefillBlocksAfterCredit < 0 {
-			t.PrefillBlocksAfterCredit = 0
+		if cfg.TTFT() && c.TTFTCoeffs != nil {
+			t := TTFTCandidate(*c.TTFTCoeffs, req.ISL, c.DeviceBlocks, cfg.BlockSize,
+				Load{PrefillTokens: c.ActivePrefillTokens, DecodeBlocks: c.ActiveDecodeBlocks})
+			c.TTFTTerms = &t
+		} else {
+			c.Terms = explainTerms(c, cfg, req, ex.RequiredBlocks, bs)
 		}
-		t.PrefillTerm = cfg.PrefillLoadScale * t.PrefillBlocksAfterCredit
-		t.DecodeBlocks = c.ActiveDecodeBlocks + ex.RequiredBlocks
-		t.RequestTerm = cfg.DecodeActiveRequestWeight * float64(c.ActiveRequests)
-		c.Terms = t
 		if c.Filtered != "" {
 			continue
 		}
@@ -254,6 +252,19 @@ func ExplainCosts(ex *Explanation, cfg PoolConfig, req *RouteRequest) {
 	for i := range w {
 		tb.Probabilities[i] = w[i] / total
 	}
+}
+
+// explainTerms are a dynamo candidate's cost terms, in Cost's operation order.
+func explainTerms(c *Candidate, cfg PoolConfig, req *RouteRequest, required int64, bs float64) *CostTerms {
+	t := &CostTerms{PrefillBlocks: float64(c.ActivePrefillTokens+req.ISL) / bs}
+	t.PrefillBlocksAfterCredit = t.PrefillBlocks - c.Credit
+	if t.PrefillBlocksAfterCredit < 0 {
+		t.PrefillBlocksAfterCredit = 0
+	}
+	t.PrefillTerm = cfg.PrefillLoadScale * t.PrefillBlocksAfterCredit
+	t.DecodeBlocks = c.ActiveDecodeBlocks + required
+	t.RequestTerm = cfg.DecodeActiveRequestWeight * float64(c.ActiveRequests)
+	return t
 }
 
 // Exp is e**x computed with plain IEEE double operations in a fixed order (the algorithm of Go's

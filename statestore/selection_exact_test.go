@@ -102,6 +102,8 @@ func checkSelectionExact(t *rapid.T, s Store, steps int) int {
 		c.BusyPrefillFraction = rapid.SampledFrom([]float64{0, 0, 0.5, 1.2}).Draw(t, "busy_prefill")
 		c.BusyDecodeFraction = rapid.SampledFrom([]float64{0, 0, 0.6}).Draw(t, "busy_decode")
 		c.Temperature = rapid.SampledFrom([]float64{0, 0, 0, 0.5}).Draw(t, "temperature")
+		// cost_model ttft: the fast path must leave it to the full scan (per-rank coefficients)
+		c.CostModel = rapid.SampledFrom([]string{CostModelDynamo, CostModelDynamo, CostModelDynamo, CostModelTTFT}).Draw(t, "cost_model")
 	}
 	knobs(&cfg)
 	cfg.SessionAffinityTTLMs = rapid.SampledFrom([]int64{0, 500}).Draw(t, "session_ttl")

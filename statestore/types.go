@@ -136,6 +136,17 @@ type RankInfo struct {
 	Epoch               string `json:"epoch,omitempty"`
 	// Degraded is set when events were lost (a gap) and cleared by a restart or Cleared event.
 	Degraded bool `json:"degraded"`
+	// TTFT is the rank's own calibration (cost_model ttft, SPEC §6.6) once it has taken a sample; absent,
+	// the rank predicts with the pool's fit.
+	TTFT *TTFTState `json:"ttft,omitempty"`
+}
+
+// ttftShown is a rank's calibration as listed: nil until it has taken a sample.
+func ttftShown(s TTFTState) *TTFTState {
+	if s.Samples <= 0 {
+		return nil
+	}
+	return &s
 }
 
 // WorkerInfo is what GET /v1/workers reports.
@@ -245,8 +256,12 @@ type Candidate struct {
 	Cost                float64 `json:"cost"`
 	// Filtered names why the candidate was not eligible (FilterReason values); empty = eligible.
 	Filtered string `json:"filtered,omitempty"`
-	// Terms are what Cost is made of (ExplainCosts).
+	// Terms are what Cost is made of (ExplainCosts; cost_model dynamo).
 	Terms *CostTerms `json:"terms,omitempty"`
+	// TTFTCoeffs (cost_model ttft) are the coefficients the candidate was costed with: its own
+	// calibration, or the pool's fit while it has no sample. TTFTTerms are its cost's terms (ExplainCosts).
+	TTFTCoeffs *TTFTCoeffs `json:"ttft_coeffs,omitempty"`
+	TTFTTerms  *TTFTTerms  `json:"ttft_terms,omitempty"`
 }
 
 // Explanation is the outcome of Explain: every candidate, and the decision Route would have made.

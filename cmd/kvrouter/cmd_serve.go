@@ -19,7 +19,7 @@ func init() {
 // poolKnobFlags are the per-pool knobs settable by flag (SPEC §6.4): every knob of statestore's knob
 // table, then the gateway settings. Flag name = knob name with '_' → '-'.
 var poolKnobFlags = func() []poolKnobFlag {
-	kinds := map[statestore.KnobKind]string{statestore.KnobInt: "int", statestore.KnobFloat: "float", statestore.KnobBool: "bool"}
+	kinds := map[statestore.KnobKind]string{statestore.KnobInt: "int", statestore.KnobFloat: "float", statestore.KnobBool: "bool", statestore.KnobEnum: "string"}
 	var out []poolKnobFlag
 	for _, k := range statestore.Knobs() {
 		help := k.Describe()

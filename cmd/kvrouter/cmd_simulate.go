@@ -53,7 +53,7 @@ type simFlags struct {
 	storeURL                    *string
 	policies                    *string
 	workload                    *string
-	ttftStart                   core.TTFTCoeffs
+	ttftStart                   statestore.TTFTCoeffs
 	ttftWarmup                  *int
 	gen                         traces.GenerateOptions
 	timing                      *bool
@@ -81,7 +81,7 @@ func addSimFlags(fs *flag.FlagSet, withLoad bool) *simFlags {
 	f.busyPrefill = fs.Float64("busy-prefill-fraction", 0, "router: busy_prefill_fraction (0 = off)")
 	f.busyDecode = fs.Float64("busy-decode-fraction", 0, "router: busy_decode_fraction (0 = off)")
 	f.approxTTL = fs.Int64("approx-ttl-ms", 120000, "router: approx_ttl_ms (kv-approx)")
-	f.predictedTTL = fs.Int64("predicted-ttl-ms", sim.DefaultPredictedTTLMs, "router: predicted_ttl_ms (kv-predict and ttft-sim-predict only)")
+	f.predictedTTL = fs.Int64("predicted-ttl-ms", sim.DefaultPredictedTTLMs, "router: predicted_ttl_ms (kv-predict, ttft-predict and ttft-sim-predict only)")
 	f.leaseTTL = fs.Int64("lease-ttl-ms", statestore.MaxTTLMs, "router: lease_ttl_ms (default: 30 days, so that long queues never expire leases)")
 	f.preset = fs.String("preset", "", "router preset applied before the knob flags given: load-aware or agentic")
 	f.eventDelay = fs.Float64("event-delay-ms", 0, "delay from a step's end until the router applies its KV events, ms")
@@ -108,9 +108,9 @@ func addSimFlags(fs *flag.FlagSet, withLoad bool) *simFlags {
 		fs.IntVar(&f.gen.Turns, "wl-turns", 0, "multi-turn: mean turns per conversation (default 6)")
 		fs.Float64Var(&f.gen.ThinkMs, "wl-think-ms", 0, "multi-turn: mean time between turns, ms, before --rho scaling (default 20000)")
 		fs.IntVar(&f.gen.Siblings, "wl-siblings", 0, "fanout: requests per task, one prompt, one arrival (default 8)")
-		fs.Float64Var(&f.ttftStart.PrefillRate, "ttft-prefill-rate", 0, "ttft-sim: every worker's starting prefill_rate, tokens/s (0 = the engine's prefill capacity)")
-		fs.Float64Var(&f.ttftStart.DecodeCoeff, "ttft-decode-coeff", 0, "ttft-sim: every worker's starting decode_coeff, s per active decode block (0 = engine block × context cost per token)")
-		f.ttftWarmup = fs.Int("ttft-warmup", 200, "ttft-sim: calibration samples a worker takes before its predictions count in ttft_model")
+		fs.Float64Var(&f.ttftStart.PrefillRate, "ttft-prefill-rate", 0, "ttft, ttft-predict: the pool's ttft_prefill_rate; ttft-sim: every worker's starting prefill_rate; tokens/s (0 = the engine's prefill capacity)")
+		fs.Float64Var(&f.ttftStart.DecodeCoeff, "ttft-decode-coeff", 0, "ttft, ttft-predict: the pool's ttft_decode_coeff; ttft-sim: every worker's starting decode_coeff; s per active decode block (0 = engine block × context cost per token)")
+		f.ttftWarmup = fs.Int("ttft-warmup", 200, "ttft policies: calibration samples a worker takes before its predictions count in ttft_model")
 		f.policies = fs.String("policies", strings.Join(sim.AllPolicies, ","), "comma-separated policies: "+strings.Join(sim.AllPolicies, ", "))
 		f.timing = fs.Bool("timing", false, "include wall-clock router decision times in the JSON (not reproducible; default on with a Redis store)")
 		f.jsonOut = fs.Bool("json", false, "print the report as JSON instead of a table")

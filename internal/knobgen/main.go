@@ -159,11 +159,16 @@ func renderDocs() string {
 			def = "required"
 		case k.Kind == statestore.KnobBool:
 			def = "`" + strconv.FormatBool(k.Default != 0) + "`"
+		case k.Kind == statestore.KnobEnum:
+			def = "`" + k.Values[int(k.Default)] + "`"
 		}
 		bounds := "[" + num(k.Min) + ", " + num(k.Max) + "]"
-		if k.Kind == statestore.KnobBool {
+		switch k.Kind {
+		case statestore.KnobBool:
 			bounds = "true, false"
-		} else if k.Kind == statestore.KnobFloat {
+		case statestore.KnobEnum:
+			bounds = "`" + strings.Join(k.Values, "`, `") + "`"
+		case statestore.KnobFloat:
 			bounds += ", finite"
 		}
 		per := ""

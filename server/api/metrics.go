@@ -183,16 +183,20 @@ func (m *Metrics) observeEventsApplied(r statestore.ApplyResult, invalid int) {
 // WorkerCollector reports per-worker load gauges at scrape time, read from the store (so every router
 // reports the shared truth and removed workers disappear): kvrouter_worker_active_prefill_tokens,
 // kvrouter_worker_active_decode_blocks, kvrouter_worker_active_requests, kvrouter_worker_cached_blocks
-// (summed over dp ranks), kvrouter_worker_live and kvrouter_worker_degraded, labelled {pool, worker}.
+// (summed over dp ranks), kvrouter_worker_live and kvrouter_worker_degraded, labelled {pool, worker};
+// and for each rank calibrated by cost_model ttft (SPEC §6.6) kvrouter_worker_ttft_prefill_rate,
+// kvrouter_worker_ttft_decode_coeff and kvrouter_worker_ttft_samples, labelled {pool, worker, dp_rank}.
 type WorkerCollector struct {
 	rt      *core.Router
 	timeout time.Duration
 	descs   [6]*prometheus.Desc
+	ttft    [3]*prometheus.Desc
 }
 
 // NewWorkerCollector returns a collector over a router; each scrape lists pools and workers with timeout.
 func NewWorkerCollector(rt *core.Router, timeout time.Duration) *WorkerCollector {
 	l := []string{"pool", "worker"}
+	lr := []string{"pool", "worker", "dp_rank"}
 	return &WorkerCollector{rt: rt, timeout: timeout, descs: [6]*prometheus.Desc{
 		prometheus.NewDesc("kvrouter_worker_active_prefill_tokens", "Booked prefill tokens not yet done, summed over dp ranks.", l, nil),
 		prometheus.NewDesc("kvrouter_worker_active_decode_blocks", "Booked decode blocks of active requests, summed over dp ranks.", l, nil),
@@ -200,12 +204,19 @@ func NewWorkerCollector(rt *core.Router, timeout time.Duration) *WorkerCollector
 		prometheus.NewDesc("kvrouter_worker_cached_blocks", "Blocks indexed from the worker's KV events, summed over dp ranks.", l, nil),
 		prometheus.NewDesc("kvrouter_worker_live", "1 if the worker is live (eligible by liveness), else 0.", l, nil),
 		prometheus.NewDesc("kvrouter_worker_degraded", "1 if any rank lost events (gap) since its last reset.", l, nil),
+	}, ttft: [3]*prometheus.Desc{
+		prometheus.NewDesc("kvrouter_worker_ttft_prefill_rate", "cost_model ttft: the rank's calibrated prefill rate, tokens/s.", lr, nil),
+		prometheus.NewDesc("kvrouter_worker_ttft_decode_coeff", "cost_model ttft: the rank's calibrated decode interference, s per active decode block.", lr, nil),
+		prometheus.NewDesc("kvrouter_worker_ttft_samples", "cost_model ttft: first tokens the rank's calibration took.", lr, nil),
 	}}
 }
 
 // Describe implements prometheus.Collector.
 func (c *WorkerCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range c.descs {
+		ch <- d
+	}
+	for _, d := range c.ttft {
 		ch <- d
 	}
 }
@@ -232,6 +243,12 @@ func (c *WorkerCollector) Collect(ch chan<- prometheus.Metric) {
 				v[3] += float64(r.CachedBlocks)
 				if r.Degraded {
 					v[5] = 1
+				}
+				if t := r.TTFT; t != nil {
+					rank := strconv.Itoa(r.DPRank)
+					for i, x := range [3]float64{t.PrefillRate, t.DecodeCoeff, t.Samples} {
+						ch <- prometheus.MustNewConstMetric(c.ttft[i], prometheus.GaugeValue, x, p.Name, w.WorkerID, rank)
+					}
 				}
 			}
 			if w.Live {

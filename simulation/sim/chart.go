@@ -29,6 +29,8 @@ var policyColor = map[string]color.RGBA{
 	PolicyKVInstant:      {R: 0x55, G: 0x55, B: 0x55, A: 0xff}, // grey
 	PolicyTTFTSim:        {R: 0x08, G: 0x51, B: 0x9c, A: 0xff}, // dark blue
 	PolicyTTFTSimPredict: {R: 0x6b, G: 0xae, B: 0xd6, A: 0xff}, // light blue
+	PolicyTTFT:           {R: 0x08, G: 0x30, B: 0x6b, A: 0xff}, // navy
+	PolicyTTFTPredict:    {R: 0x42, G: 0x92, B: 0xc6, A: 0xff}, // mid blue
 	PolicyRoundRobin:     {R: 0xd9, G: 0x5f, B: 0x02, A: 0xff}, // orange
 	PolicyRandom:         {R: 0xe7, G: 0x29, B: 0x8a, A: 0xff},
 	PolicyLeastLoaded:    {R: 0x75, G: 0x70, B: 0xb3, A: 0xff}, // purple
@@ -42,6 +44,8 @@ var policyNote = map[string]string{
 	PolicyKVInstant:      "KV-aware fed events instantly",
 	PolicyTTFTSim:        "predicted time to first token, self-calibrating",
 	PolicyTTFTSimPredict: "predicted TTFT + predicted prefixes",
+	PolicyTTFT:           "cost_model ttft, calibrated by the store",
+	PolicyTTFTPredict:    "cost_model ttft + predicted prefixes",
 	PolicyRoundRobin:     "cache-blind, in turn",
 	PolicyRandom:         "cache-blind, at random",
 	PolicyLeastLoaded:    "cache-blind, fewest active requests",

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/kvrouter/kvrouter/core"
 	"github.com/kvrouter/kvrouter/simulation/engine"
 	"github.com/kvrouter/kvrouter/statestore"
 )
@@ -28,20 +27,28 @@ const (
 	PolicyTTFTSim = "ttft-sim"
 	// PolicyTTFTSimPredict is ttft-sim with predict-on-route (kv-predict's predicted entries).
 	PolicyTTFTSimPredict = "ttft-sim-predict"
+	// PolicyTTFT is the product's `cost_model: ttft` (SPEC §6.6): core.Router over KV events like kv, the
+	// pool's cost model ttft with ttft_prefill_rate and ttft_decode_coeff = Config.TTFTStart (zero fields:
+	// DefaultTTFTCoeffs), calibrated by the store at each prefill_done (the request's real first token).
+	PolicyTTFT = "ttft"
+	// PolicyTTFTPredict is ttft with predict-on-route (kv-predict's predicted_ttl_ms).
+	PolicyTTFTPredict = "ttft-predict"
 	// PolicyOracleAlias is PolicyKVInstant's former name, still accepted in Config.Policies
 	// (deprecated: reports use the new name).
 	PolicyOracleAlias = "oracle"
 )
 
 // AllPolicies lists every policy, in report order.
-var AllPolicies = []string{PolicyKV, PolicyKVApprox, PolicyKVPredict, PolicyTTFTSim, PolicyTTFTSimPredict, PolicyRoundRobin, PolicyRandom, PolicyLeastLoaded, PolicyKVInstant}
+var AllPolicies = []string{PolicyKV, PolicyKVApprox, PolicyKVPredict, PolicyTTFT, PolicyTTFTPredict, PolicyTTFTSim, PolicyTTFTSimPredict,
+	PolicyRoundRobin, PolicyRandom, PolicyLeastLoaded, PolicyKVInstant}
 
 // CacheBlindPolicies are the baselines that ignore the KV caches.
 var CacheBlindPolicies = []string{PolicyRoundRobin, PolicyRandom, PolicyLeastLoaded}
 
 // usesCore reports whether a policy decides through core.Router.
 func usesCore(p string) bool {
-	return p == PolicyKV || p == PolicyKVApprox || p == PolicyKVPredict || p == PolicyKVInstant || p == PolicyTTFTSim || p == PolicyTTFTSimPredict
+	return p == PolicyKV || p == PolicyKVApprox || p == PolicyKVPredict || p == PolicyKVInstant || p == PolicyTTFTSim ||
+		p == PolicyTTFTSimPredict || p == PolicyTTFT || p == PolicyTTFTPredict
 }
 
 // DefaultPredictedTTLMs is kv-predict's predicted-entry TTL when the pool config sets none.
@@ -74,9 +81,10 @@ type Config struct {
 	// CheckEvents verifies that every Stored block is later Removed or still resident, and that no
 	// unknown block is removed (costs a map per worker).
 	CheckEvents bool
-	// TTFTStart are ttft-sim's starting coefficients on every worker; a zero field takes
+	// TTFTStart are ttft-sim's starting coefficients on every worker, and the ttft policies' pool
+	// coefficients (ttft_prefill_rate, ttft_decode_coeff: where the store's calibration starts); a zero field takes
 	// DefaultTTFTCoeffs' (the pool defaults the calibration is scaled by).
-	TTFTStart core.TTFTCoeffs
+	TTFTStart statestore.TTFTCoeffs
 	// TTFTWarmup is the number of calibration samples a worker takes before ttft-sim's predictions on
 	// it count in PolicyResult.TTFTModel. Default 200.
 	TTFTWarmup int

@@ -57,7 +57,8 @@ type PolicyResult struct {
 	EvictedBlocks int64   `json:"evicted_blocks"`
 	// EventCheck is "ok" or the first inconsistency found (Config.CheckEvents); empty when not checked.
 	EventCheck string `json:"event_check,omitempty"`
-	// TTFTModel is ttft-sim's prediction quality and final coefficients (that policy only).
+	// TTFTModel is the ttft policies' prediction quality and final coefficients (ttft, ttft-predict,
+	// ttft-sim, ttft-sim-predict only).
 	TTFTModel *TTFTModel `json:"ttft_model,omitempty"`
 	// Decision is the router's wall-clock decision time (Config.Timing; never reproducible).
 	Decision *Latency `json:"decision_us,omitempty"`
@@ -155,6 +156,9 @@ func (r *run) result() PolicyResult {
 	}
 	if r.ttft != nil {
 		res.TTFTModel = r.ttft.model(r.cfg.TTFTWarmup)
+	}
+	if r.track != nil {
+		res.TTFTModel = r.track.model(r.cfg.TTFTWarmup, r.track.final)
 	}
 	if r.cfg.CheckEvents {
 		res.EventCheck = "ok"

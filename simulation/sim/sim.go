@@ -76,6 +76,7 @@ type run struct {
 	router *core.Router
 	hashes []core.Hash // scratch for RouteInput.LocalHashes
 	ttft   *ttftState  // ttft-sim only
+	track  *ttftTrack  // ttft, ttft-predict: the store's predictions against the measured TTFT
 
 	// per request
 	routedTo  []int32
@@ -132,7 +133,7 @@ func newRun(ctx context.Context, cfg Config, w *Workload, policy string) (*run, 
 	pc := cfg.Pool
 	pc.PredictedTTLMs = 0
 	switch policy {
-	case PolicyKVPredict:
+	case PolicyKVPredict, PolicyTTFTPredict:
 		pc.PredictedTTLMs = cfg.Pool.PredictedTTLMs
 		if pc.PredictedTTLMs == 0 {
 			pc.PredictedTTLMs = DefaultPredictedTTLMs
@@ -141,6 +142,11 @@ func newRun(ctx context.Context, cfg Config, w *Workload, policy string) (*run, 
 		pc.KVEvents = false
 	default:
 		pc.KVEvents = true
+	}
+	if policy == PolicyTTFT || policy == PolicyTTFTPredict {
+		start := ttftStart(cfg)
+		pc.CostModel, pc.TTFTPrefillRate, pc.TTFTDecodeCoeff = statestore.CostModelTTFT, start.PrefillRate, start.DecodeCoeff
+		r.track = newTTFTTrack(n, cfg.Workers)
 	}
 	if err := r.router.PutPool(ctx, poolName, pc); err != nil {
 		return nil, err
@@ -155,8 +161,16 @@ func newRun(ctx context.Context, cfg Config, w *Workload, policy string) (*run, 
 	return r, nil
 }
 
-// policySalt gives each policy its own random stream under one seed.
+// policySalt gives each policy its own random stream under one seed; the store-backed ttft policies
+// share their simulator-side references' (ttft-sim, ttft-sim-predict) so that the two decide alike,
+// tie-breaks included (TestTTFTPolicyMatchesTTFTSim).
 func policySalt(p string) uint64 {
+	switch p {
+	case PolicyTTFT:
+		p = PolicyTTFTSim
+	case PolicyTTFTPredict:
+		p = PolicyTTFTSimPredict
+	}
 	h := uint64(14695981039346656037)
 	for i := 0; i < len(p); i++ {
 		h = (h ^ uint64(p[i])) * 1099511628211
@@ -175,6 +189,9 @@ func requestID(i int) string { return "r" + strconv.Itoa(i) }
 func (r *run) simulate() error {
 	if r.store != nil {
 		defer r.store.Close()
+	}
+	if r.track != nil { // the store's final calibration, read before the store closes (Redis)
+		defer func() { r.track.final, _ = r.router.Workers(r.ctx, poolName) }()
 	}
 	n := len(r.w.Reqs)
 	next := 0
@@ -292,7 +309,11 @@ func (r *run) route(i int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	return r.workerIndex(d.WorkerID)
+	wi, err := r.workerIndex(d.WorkerID)
+	if err == nil && r.track != nil {
+		r.track.routed(i, wi, d.Cost)
+	}
+	return wi, err
 }
 
 func (r *run) workerIndex(id string) (int, error) {
@@ -335,7 +356,7 @@ func (r *run) step(wi int, t float64) error {
 	switch r.policy {
 	case PolicyKVInstant: // the true cache state, at once
 		return r.applyEvents(wi, evs, t)
-	case PolicyKV, PolicyKVPredict, PolicyTTFTSim, PolicyTTFTSimPredict:
+	case PolicyKV, PolicyKVPredict, PolicyTTFTSim, PolicyTTFTSimPredict, PolicyTTFT, PolicyTTFTPredict:
 		r.push(&delivery{t: res.EndMs + r.cfg.EventDelayMs, worker: wi, events: evs})
 	}
 	return nil
@@ -422,6 +443,9 @@ func (r *run) deliver(d *delivery) error {
 			continue
 		}
 		if r.router != nil {
+			if r.track != nil {
+				r.track.firstToken(int(id), r.w.ArrivalMs[id], d.t, r.cfg.TTFTWarmup)
+			}
 			if _, err := r.router.PrefillDone(r.ctx, poolName, requestID(int(id))); err != nil {
 				return err
 			}

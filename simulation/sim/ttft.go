@@ -4,8 +4,8 @@ import (
 	"math"
 	"slices"
 
-	"github.com/kvrouter/kvrouter/core"
 	"github.com/kvrouter/kvrouter/simulation/engine"
+	"github.com/kvrouter/kvrouter/statestore"
 )
 
 // The ttft-sim policy: SPEC §6.6's cost model decided in the simulator, before the stores implement
@@ -13,7 +13,7 @@ import (
 // the load the stores will book (SPEC §6.1) itself, per worker: active_prefill_tokens (uncached tokens
 // of routed requests, released at their first token) and active_decode_blocks (required blocks of
 // every active request, released when it ends). It picks the minimum predicted TTFT (ties: the seeded
-// random number, SPEC §6.3) and calibrates each worker's coefficients with core.TTFTCalibration at the
+// random number, SPEC §6.3) and calibrates each worker's coefficients with statestore.TTFTCalibration at the
 // request's real first token, exactly as a store will on prefill_done.
 //
 // ttft-sim-predict adds predict-on-route (SPEC §6.3's predicted entries, predicted_ttl_ms as
@@ -26,7 +26,7 @@ import (
 type ttftWorker struct {
 	prefillTokens int64 // active_prefill_tokens
 	decodeBlocks  int64 // active_decode_blocks
-	cal           core.TTFTState
+	cal           statestore.TTFTState
 	predicted     map[uint64]float64 // ttft-sim-predict: sequence hash → expiry, ms
 	pruneAt       int                // sweep expired entries when predicted grows past this
 }
@@ -45,8 +45,8 @@ type ttftLease struct {
 
 // ttftState is the policy's state for one run.
 type ttftState struct {
-	cal     core.TTFTCalibration
-	pool    core.TTFTState // the fleet's calibration, inherited by workers without samples
+	cal     statestore.TTFTCalibration
+	pool    statestore.TTFTState // the fleet's calibration, inherited by workers without samples
 	workers []ttftWorker
 	leases  []ttftLease // by request index
 	scratch []int64     // overlap blocks by worker
@@ -61,13 +61,13 @@ type ttftState struct {
 // Config.TTFTStart is zero, derived from the engine model: prefill_rate = PrefillCapacity (full
 // chunks), decode_coeff = the attention cost of one block's context in one step (BlockSize ×
 // ContextMsPerToken).
-func DefaultTTFTCoeffs(eng engine.Options) core.TTFTCoeffs {
-	return core.TTFTCoeffs{PrefillRate: PrefillCapacity(eng) * 1000, DecodeCoeff: float64(eng.BlockSize) * eng.ContextMsPerToken / 1000}
+func DefaultTTFTCoeffs(eng engine.Options) statestore.TTFTCoeffs {
+	return statestore.TTFTCoeffs{PrefillRate: PrefillCapacity(eng) * 1000, DecodeCoeff: float64(eng.BlockSize) * eng.ContextMsPerToken / 1000}
 }
 
 func newTTFTState(cfg Config, n int, policy string) *ttftState {
 	ref := DefaultTTFTCoeffs(cfg.Engine)
-	st := &ttftState{cal: core.TTFTCalibration{Ref: ref}.WithDefaults(), workers: make([]ttftWorker, cfg.Workers),
+	st := &ttftState{cal: statestore.TTFTCalibration{Ref: ref}.WithDefaults(), workers: make([]ttftWorker, cfg.Workers),
 		leases: make([]ttftLease, n), scratch: make([]int64, cfg.Workers)}
 	if policy == PolicyTTFTSimPredict {
 		st.predictMs = float64(cfg.Pool.PredictedTTLMs)
@@ -75,18 +75,23 @@ func newTTFTState(cfg Config, n int, policy string) *ttftState {
 			st.predictMs = DefaultPredictedTTLMs
 		}
 	}
-	start := cfg.TTFTStart
+	st.pool = st.cal.Init(ttftStart(cfg))
+	for i := range st.workers {
+		st.workers[i].cal = st.pool
+	}
+	return st
+}
+
+// ttftStart is Config.TTFTStart with zero fields from DefaultTTFTCoeffs.
+func ttftStart(cfg Config) statestore.TTFTCoeffs {
+	ref, start := DefaultTTFTCoeffs(cfg.Engine), cfg.TTFTStart
 	if start.PrefillRate == 0 {
 		start.PrefillRate = ref.PrefillRate
 	}
 	if start.DecodeCoeff == 0 {
 		start.DecodeCoeff = ref.DecodeCoeff
 	}
-	st.pool = st.cal.Init(start)
-	for i := range st.workers {
-		st.workers[i].cal = st.pool
-	}
-	return st
+	return start
 }
 
 // routeTTFT picks request i's worker by predicted TTFT and books its load.
@@ -118,7 +123,7 @@ func (r *run) routeTTFT(i int) (int, error) {
 	for wi := range st.workers {
 		w := &st.workers[wi]
 		uncached := max(isl-st.scratch[wi]*bs, 0)
-		c := core.PredictTTFT(core.Effective(w.cal, st.pool), w.prefillTokens, uncached, w.decodeBlocks).Cost()
+		c := statestore.PredictTTFT(statestore.EffectiveTTFT(w.cal, st.pool), w.prefillTokens, uncached, w.decodeBlocks).Cost()
 		switch {
 		case c < best:
 			best, ties, tied = c, 1, append(tied[:0], wi)
@@ -132,7 +137,7 @@ func (r *run) routeTTFT(i int) (int, error) {
 	uncached := max(isl-st.scratch[wi]*bs, 0)
 	l := ttftLease{worker: wi, uncached: uncached, required: (isl + bs - 1) / bs,
 		prefillTokens: w.prefillTokens + uncached, decodeBlocks: w.decodeBlocks, sample: int(w.cal.Samples),
-		predictedS: core.PredictTTFT(core.Effective(w.cal, st.pool), w.prefillTokens, uncached, w.decodeBlocks).Cost()}
+		predictedS: statestore.PredictTTFT(statestore.EffectiveTTFT(w.cal, st.pool), w.prefillTokens, uncached, w.decodeBlocks).Cost()}
 	if st.predictMs > 0 {
 		w.predict(seq, r.now, st.predictMs)
 	}
@@ -188,8 +193,9 @@ func (r *run) ttftFirstToken(i int, atMs float64) {
 		st.sumPred += l.predictedS
 		st.sumMea += measured
 	}
-	w.cal, st.pool, _ = st.cal.Observe(w.cal, st.pool, core.TTFTObservation{PrefillTokens: float64(l.prefillTokens),
-		DecodeBlocks: float64(l.decodeBlocks), MeasuredS: measured})
+	// Calibrated on the store's clock (whole milliseconds, router.Now), as the store does at prefill_done.
+	w.cal, st.pool, _ = st.cal.Observe(w.cal, st.pool, statestore.TTFTObservation{PrefillTokens: float64(l.prefillTokens),
+		DecodeBlocks: float64(l.decodeBlocks), MeasuredS: float64(int64(math.Floor(atMs))-int64(math.Floor(r.w.ArrivalMs[i]))) / 1000})
 }
 
 // ttftDone ends request i (finished or rejected): release whatever it still holds.
@@ -218,9 +224,9 @@ type TTFTModel struct {
 	SumRatio float64 `json:"sum_ratio"`
 	// Workers are the final coefficients, by worker (the pool's for a worker that took no sample);
 	// Samples how many first tokens calibrated each; Pool the fleet-wide fit.
-	Workers []core.TTFTCoeffs `json:"workers"`
-	Samples []int             `json:"samples"`
-	Pool    core.TTFTCoeffs   `json:"pool"`
+	Workers []statestore.TTFTCoeffs `json:"workers"`
+	Samples []int                   `json:"samples"`
+	Pool    statestore.TTFTCoeffs   `json:"pool"`
 }
 
 func (st *ttftState) model(warmup int) *TTFTModel {
@@ -232,9 +238,64 @@ func (st *ttftState) model(warmup int) *TTFTModel {
 		m.SumRatio = st.sumPred / st.sumMea
 	}
 	for _, w := range st.workers {
-		m.Workers = append(m.Workers, core.Effective(w.cal, st.pool))
+		m.Workers = append(m.Workers, statestore.EffectiveTTFT(w.cal, st.pool))
 		m.Samples = append(m.Samples, int(w.cal.Samples))
 	}
 	m.Pool = st.pool.TTFTCoeffs
+	return m
+}
+
+// ttftTrack measures the store-backed ttft policies' predictions: a decision's cost is its predicted TTFT,
+// s (the chosen rank's coefficients, calibrated by the store at prefill_done). A worker's samples are
+// counted here as the first tokens the store could calibrate on (a measured time of at least 1 ms on the
+// store's millisecond clock); the store skips the rare sample with no feature at all, so this may count
+// one or two more than the store took.
+type ttftTrack struct {
+	worker          []int32   // by request: the chosen worker
+	predictedS      []float64 // by request: the decision's cost
+	sample          []int     // by request: the worker's samples at decision time
+	samples         []int     // by worker
+	relErr          []float64 // |pred/meas − 1| of predictions made after the warm-up
+	sumPred, sumMea float64
+	final           []statestore.WorkerInfo // the store's workers listing at the end of the run (nil: unread)
+}
+
+func newTTFTTrack(n, workers int) *ttftTrack {
+	return &ttftTrack{worker: make([]int32, n), predictedS: make([]float64, n), sample: make([]int, n), samples: make([]int, workers)}
+}
+
+func (t *ttftTrack) routed(i, wi int, costS float64) {
+	t.worker[i], t.predictedS[i], t.sample[i] = int32(wi), costS, t.samples[wi]
+}
+
+// firstToken records request i's first token at atMs (arrived, and routed, at arrivalMs).
+func (t *ttftTrack) firstToken(i int, arrivalMs, atMs float64, warmup int) {
+	measured := (atMs - arrivalMs) / 1000
+	if t.sample[i] >= warmup && measured > 0 {
+		t.relErr = append(t.relErr, math.Abs(t.predictedS[i]/measured-1))
+		t.sumPred += t.predictedS[i]
+		t.sumMea += measured
+	}
+	if math.Floor(atMs) > math.Floor(arrivalMs) {
+		t.samples[t.worker[i]]++
+	}
+}
+
+// model reports the predictions and, from the store's workers listing, the final coefficients (rank 0's
+// own fit; a worker without one shows zero coefficients: the store keeps the pool's fit to itself).
+func (t *ttftTrack) model(warmup int, ws []statestore.WorkerInfo) *TTFTModel {
+	m := &TTFTModel{Warmup: warmup, Predictions: len(t.relErr), Samples: t.samples}
+	if len(t.relErr) > 0 {
+		e := slices.Clone(t.relErr)
+		slices.Sort(e)
+		m.MedianRelErr, m.P90RelErr = quantile(e, 0.5), quantile(e, 0.9)
+		m.SumRatio = t.sumPred / t.sumMea
+	}
+	m.Workers = make([]statestore.TTFTCoeffs, len(t.samples))
+	for wi, w := range ws {
+		if wi < len(m.Workers) && len(w.Ranks) > 0 && w.Ranks[0].TTFT != nil {
+			m.Workers[wi] = w.Ranks[0].TTFT.TTFTCoeffs
+		}
+	}
 	return m
 }

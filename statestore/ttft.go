@@ -1,4 +1,4 @@
-package core
+package statestore
 
 import (
 	"errors"
@@ -16,7 +16,7 @@ import (
 // What a store needs to use it (simulation/sim/ttft.go does exactly this in the simulator):
 //   - pool: cost_model, and the default coefficients (TTFTCalibration.Ref; every worker starts there);
 //   - per worker and per pool: TTFTState's six numbers (prefill_rate, decode_coeff, p11, p12, p22,
-//     samples); a worker predicts with Effective (the pool's until its first sample) and is updated by
+//     samples); a worker predicts with EffectiveTTFT (the pool's until its first sample) and is updated by
 //     Observe;
 //   - per lease, written at the decision: the features x1 = active_prefill_tokens + uncached_tokens and
 //     x2 = active_decode_blocks of the chosen worker (before booking), and the decision time in ms;
@@ -249,10 +249,10 @@ func (c TTFTCalibration) Update(s TTFTState, o TTFTObservation) (TTFTState, bool
 		P11: p11, P12: p12, P22: p22, Samples: s.Samples + 1}, true
 }
 
-// Effective returns the coefficients a worker predicts with: its own once it has taken a sample, else
+// EffectiveTTFT returns the coefficients a worker predicts with: its own once it has taken a sample, else
 // the pool's. A worker without samples thus inherits the fleet's calibration: a start that is too
 // pessimistic cannot starve it of the traffic whose first tokens would correct it.
-func Effective(worker, pool TTFTState) TTFTCoeffs {
+func EffectiveTTFT(worker, pool TTFTState) TTFTCoeffs {
 	if worker.Samples > 0 {
 		return worker.TTFTCoeffs
 	}

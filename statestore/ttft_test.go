@@ -1,4 +1,4 @@
-package core
+package statestore
 
 import (
 	"fmt"
@@ -197,7 +197,7 @@ func TestTTFTObserveInheritsPool(t *testing.T) {
 	pool := c.Init(truthTTFT)
 	pool.Samples = 50
 	fresh := c.Init(TTFTCoeffs{PrefillRate: truthTTFT.PrefillRate / 4, DecodeCoeff: truthTTFT.DecodeCoeff * 4})
-	if got := Effective(fresh, pool); got != pool.TTFTCoeffs {
+	if got := EffectiveTTFT(fresh, pool); got != pool.TTFTCoeffs {
 		t.Fatalf("a worker without samples predicts with %+v, want the pool's %+v", got, pool.TTFTCoeffs)
 	}
 	o := TTFTObservation{PrefillTokens: 8000, DecodeBlocks: 1000, MeasuredS: PredictTTFT(truthTTFT, 0, 8000, 1000).Cost()}
@@ -205,7 +205,7 @@ func TestTTFTObserveInheritsPool(t *testing.T) {
 	if !ok || w.Samples != 1 || p.Samples != 51 {
 		t.Fatalf("observe: ok %v, samples %v / %v", ok, w.Samples, p.Samples)
 	}
-	if relErr(w.PrefillRate, truthTTFT.PrefillRate) > 1e-9 || Effective(w, p) != w.TTFTCoeffs {
+	if relErr(w.PrefillRate, truthTTFT.PrefillRate) > 1e-9 || EffectiveTTFT(w, p) != w.TTFTCoeffs {
 		t.Fatalf("first sample did not start from the pool: %+v", w.TTFTCoeffs)
 	}
 	if _, _, ok := c.Observe(fresh, pool, TTFTObservation{MeasuredS: math.NaN()}); ok {
