@@ -336,10 +336,10 @@ func routeMatchesFullScan(t *rapid.T, s Store, st *selState, cfg *PoolConfig, no
 }
 
 // fastQualifies reports whether route.lua decides d through fast_select rather than the full scan: a
-// decision without a session hit, at temperature 0, scored with the pool's own prefill_load_scale and
+// decision without a session hit, at temperature 0, under cost_model dynamo, scored with the pool's own prefill_load_scale and
 // decode_active_request_weight in safeKnob's range. The Redis store counts the decisions it made that way, which must be exactly these.
 func fastQualifies(pool, eff *PoolConfig, d *Decision) bool {
-	return !d.SessionHit && eff.Temperature <= 0 && eff.PrefillLoadScale == pool.PrefillLoadScale &&
+	return !d.SessionHit && eff.Temperature <= 0 && pool.CostModel != CostModelTTFT && eff.PrefillLoadScale == pool.PrefillLoadScale &&
 		eff.DecodeActiveRequestWeight == pool.DecodeActiveRequestWeight && safeKnob(eff.PrefillLoadScale) &&
 		safeKnob(eff.DecodeActiveRequestWeight)
 }
