@@ -121,19 +121,11 @@ local CFG_FMT = nil
 -- MEMO.ch: (chunk key, era) -> parsed roster chunk (rch), cap_ch entries (a deleted chunk's entry is dropped).
 local MEMO = {cap = 64, cfg = {}, n_cfg = 0, ros = {}, n_ros = 0, lv = {}, n_lv = 0, ch = {}, n_ch = 0, cap_ch = 4096}
 
--- cfg_get returns the pool's knobs as numbers, or nil and the operation's reply when the pool does not
--- exist or was written by another layout (pool_check's replies). One HMGET (the packed knobs and the
--- layout version).
-local function cfg_get()
-  local c = {}
-  local got = redis.call('HMGET', K_CFG, 'bin', 'layout')
-  local b, v = got[1], got[2]
-  if v ~= LAYOUT then
-    if v or b or redis.call('EXISTS', K_CFG) == 1 then return nil, layout_reply(v) end
-    return nil, {'unknown_pool'}
-  end
+-- cfg_parse returns the knobs packed in cfg field 'bin' (b) as a table by short name, memoized (MEMO.cfg).
+local function cfg_parse(b)
   local memo = MEMO.cfg[b]
   if memo then return memo end
+  local c = {}
   local n = #b / 8
   local f
   if not CFG_FMT then CFG_FMT = '>' .. string.rep('d', #CFG_FIELDS) end
@@ -142,6 +134,19 @@ local function cfg_get()
   if MEMO.n_cfg >= MEMO.cap then MEMO.cfg, MEMO.n_cfg = {}, 0 end
   MEMO.cfg[b], MEMO.n_cfg = c, MEMO.n_cfg + 1
   return c
+end
+
+-- cfg_get returns the pool's knobs as numbers, or nil and the operation's reply when the pool does not
+-- exist or was written by another layout (pool_check's replies). One HMGET (the packed knobs and the
+-- layout version).
+local function cfg_get()
+  local got = redis.call('HMGET', K_CFG, 'bin', 'layout')
+  local b, v = got[1], got[2]
+  if v ~= LAYOUT then
+    if v or b or redis.call('EXISTS', K_CFG) == 1 then return nil, layout_reply(v) end
+    return nil, {'unknown_pool'}
+  end
+  return cfg_parse(b)
 end
 
 -- cfg_override returns the knobs with a route request's overrides applied: argv[first..] (the operation's
@@ -380,16 +385,14 @@ function LZ.fresh(ck, i)
   if struct.unpack('>I4', C.s, C.rb + (j - 1) * RW) ~= LZ.slot(ck) then return nil end
   return ck
 end
--- LZ.knobs: the pool's scoring knobs {pls, rw, bs} (cfg's fields; read once per call).
+-- LZ.knobs: the pool's scoring knobs (cfg's packed 'bin', whatever its layout: migrate reads it too; once
+-- per call).
 function LZ.knobs()
-  if not LZC then
-    local v = redis.call('HMGET', K_CFG, 'pls', 'rw', 'bs')
-    LZC = {pls = tonumber(v[1]) or 0, rw = tonumber(v[2]) or 0, bs = tonumber(v[3]) or 1}
-  end
+  if not LZC then LZC = cfg_parse(redis.call('HGET', K_CFG, 'bin')) end
   return LZC
 end
--- LZ.use: this call's scoring knobs are c's pls, rw, bs (a caller that already read the pool's knobs).
-function LZ.use(c) LZC = {pls = c.pls, rw = c.rw, bs = c.bs} end
+-- LZ.use: this call's scoring knobs are the pool's knobs c (a caller that already read them).
+function LZ.use(c) LZC = c end
 -- LZ.score: a load's key, memory_loadorder.go loadKey operation by operation (prefill_load_scale ·
 -- (prefill / block_size) + decode blocks + decode_active_request_weight · requests).
 function LZ.score(c, p, d, r) return c.pls * (p / c.bs) + d + c.rw * r end

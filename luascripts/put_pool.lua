@@ -17,11 +17,13 @@ local old = redis.call('HGET', K_CFG, 'bs')
 if old and tonumber(old) ~= tonumber(ARGV[2]) and redis.call('HLEN', K_WK) > 0 then
   return {'conflict', tonumber(old)}
 end
-local score = redis.call('HMGET', K_CFG, 'pls', 'rw', 'bs')   -- the knobs lz is scored by, before
+local was = redis.call('HGET', K_CFG, 'bin')   -- the knobs lz is scored by, before
 redis.call('HSET', K_CFG, 'layout', LAYOUT, unpack(ARGV))
-local c = LZ.knobs()
-if tonumber(score[1]) ~= c.pls or tonumber(score[2]) ~= c.rw or tonumber(score[3]) ~= c.bs then LZ.rescore() end
 local v = redis.call('HMGET', K_CFG, unpack(CFG_FIELDS))
 for i = 1, #v do v[i] = tonumber(v[i]) or 0 end
 redis.call('HSET', K_CFG, 'bin', struct.pack('>' .. string.rep('d', #CFG_FIELDS), unpack(v)))
+if was then
+  local a, c = cfg_parse(was), LZ.knobs()
+  if a.pls ~= c.pls or a.rw ~= c.rw or a.bs ~= c.bs then LZ.rescore() end
+end
 return {'ok'}
