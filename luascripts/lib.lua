@@ -500,9 +500,13 @@ local function bulk_unpack(s, from, n, rec, per, skip, out)
   end
   return out
 end
--- rcol returns field values of every candidate (fmt/size: field format and width at byte offset off).
+-- rcol returns field values of every candidate (fmt/size: field format and width at byte offset off);
+-- memoized with the directory like rslots (read-only for callers).
 local function rcol(off, fmt, size)
   local R = rch_all()
+  local ck = off .. fmt
+  if not R.cols then R.cols = {} end
+  if R.cols[ck] then return R.cols[ck] end
   local out = {}
   for c = 1, R.k do
     local C = R.ch[c]
@@ -512,6 +516,7 @@ local function rcol(off, fmt, size)
       for j = 1, C.n do out[b + j] = v[j] end
     end
   end
+  R.cols[ck] = out
   return out
 end
 -- rslots returns every candidate's slot (the slot column; memoized with the directory, and per chunk).
