@@ -138,6 +138,41 @@ type RankInfo struct {
 	Degraded bool `json:"degraded"`
 }
 
+// Pages of GET /v1/workers (Store.ListWorkers): DefaultWorkersPage workers unless a limit is given, at
+// most MaxWorkersPage, so one listing call's work is bounded however large the pool (issue 15; in Redis
+// one script call of O(limit · dp_size)).
+const (
+	DefaultWorkersPage = 256
+	MaxWorkersPage     = 1000
+)
+
+// WorkersQuery selects one page of a pool's workers in id order (byte order of the id).
+type WorkersQuery struct {
+	// After lists the workers whose id sorts after this one ("" = from the first): the previous page's Next.
+	After string
+	// Limit is the most workers in the page: 0 (or less) = DefaultWorkersPage; above MaxWorkersPage it is
+	// clamped to MaxWorkersPage.
+	Limit int
+}
+
+// limit returns the page size the stores use for q.
+func (q WorkersQuery) limit() int {
+	switch {
+	case q.Limit <= 0:
+		return DefaultWorkersPage
+	case q.Limit > MaxWorkersPage:
+		return MaxWorkersPage
+	}
+	return q.Limit
+}
+
+// WorkerPage is one page of a pool's workers. Next is the cursor of the next page (the last worker id of
+// this one) when more workers follow, "" when this page is the last.
+type WorkerPage struct {
+	Workers []WorkerInfo
+	Next    string
+}
+
 // WorkerInfo is what GET /v1/workers reports.
 type WorkerInfo struct {
 	WorkerSpec
