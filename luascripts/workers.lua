@@ -9,7 +9,8 @@
 --          {{prefill, decode, requests, held, last_event_id ('' none), epoch, degraded 0|1}...},
 --          {consecutive_failures, unhealthy_until_ms, probe_until_ms, backoff_ms}}...}.
 -- Complexity: O(expired leases) (release_expired, amortised: each lease is released once) + O(log W) roster
--- reads to find the page's first rank + O(limit · dp) for the page; nothing else grows with the pool.
+-- reads to find the page's first rank + O(limit · dp) for the page (6 HMGETs for the page, one GETRANGE per
+-- rank); nothing else grows with the pool.
 -- The roster is read only through lib.lua's accessors (ros().n, rwid, rid_locate, ld_read): the page's ranks
 -- are consecutive candidates (candidate order = worker id bytes, then dp rank = wz's order), so after a binary
 -- search for the first one every rank's position is rid_locate's O(1) hint.
@@ -45,26 +46,48 @@ while lo < hi do
 end
 local hint = lo
 
--- per-worker fields for the whole page in one HMGET each (the page is at most MaxWorkersPage ids: within
--- unpack's stack limit)
-local wps = redis.call('HMGET', K_WK, unpack(ids))
-local seen = redis.call('HMGET', K_SEEN, unpack(ids))
-local hcs = redis.call('HMGET', K_HC, unpack(ids))
-local hus = redis.call('HMGET', K_HU, unpack(ids))
-for k, id in ipairs(ids) do
+-- hmget_all: HMGET of many fields, in calls of at most 4,000 (unpack's stack limit); false for a missing one.
+local function hmget_all(key, fields)
+  local res = {}
+  for from = 1, #fields, 4000 do
+    local to = from + 3999
+    if to > #fields then to = #fields end
+    local v = redis.call('HMGET', key, unpack(fields, from, to))
+    for j = 1, #v do res[from + j - 1] = v[j] end
+  end
+  return res
+end
+-- per-worker and per-rank hash fields of the whole page in one HMGET each (not one call per rank)
+local wps = hmget_all(K_WK, ids)
+local seen = hmget_all(K_SEEN, ids)
+local hcs = hmget_all(K_HC, ids)
+local hus = hmget_all(K_HU, ids)
+local ws, ff, hf = {}, {}, {}
+for k = 1, #ids do
   local w = cmsgpack.unpack(wps[k])
+  ws[k] = w
+  for r = 1, w[W.DP] do
+    local rid = w[W.RIDS][r]
+    ff[#ff + 1], ff[#ff + 2], ff[#ff + 3] = 'e' .. rid, 'i' .. rid, 'g' .. rid
+    hf[#hf + 1] = 'h' .. w[W.SLOTS][r]
+  end
+end
+local fence = hmget_all(K_FENCE, ff)
+local held = hmget_all(K_SC, hf)
+local j = 0   -- ranks listed so far
+for k, id in ipairs(ids) do
+  local w = ws[k]
   local ranks = {}
   for r = 1, w[W.DP] do
-    local rid, slot = w[W.RIDS][r], w[W.SLOTS][r]
-    local i = rid_locate(rid, hint)
+    j = j + 1
+    local i = rid_locate(w[W.RIDS][r], hint)
     local prefill, decode, requests   -- nil (the rank left the roster) encodes as no value
     if i then
       prefill, decode, requests = ld_read(i)
       hint = i + 1
     end
-    local f = redis.call('HMGET', K_FENCE, 'e' .. rid, 'i' .. rid, 'g' .. rid)
-    ranks[r] = {tonumber(prefill), tonumber(decode), tonumber(requests), tonumber(redis.call('HGET', K_SC, 'h' .. slot) or '0'),
-      f[2] or '', f[1] or '', f[3] == '1' and 1 or 0}
+    ranks[r] = {tonumber(prefill), tonumber(decode), tonumber(requests), tonumber(held[j] or '0'),
+      fence[3 * j - 1] or '', fence[3 * j - 2] or '', fence[3 * j] == '1' and 1 or 0}
   end
   local h = {tonumber(hcs[k] or '0'), 0, 0, 0}
   if hus[k] then h[2], h[3], h[4] = struct.unpack('>ddd', hus[k]) end

@@ -63,11 +63,11 @@ type workerLister interface {
 	ListWorkers(ctx context.Context, pool string, q WorkersQuery, nowMs int64) (WorkerPage, error)
 }
 
-// AllWorkers lists every worker of a pool by pages of MaxWorkersPage (Store.Workers of both stores): each
-// store call stays bounded; the caller holds O(W) in memory.
+// AllWorkers lists every worker of a pool by pages of DefaultWorkersPage (Store.Workers of both stores):
+// each store call stays short (ceil(W / 100) calls); the caller holds O(W) in memory.
 func AllWorkers(ctx context.Context, s workerLister, pool string, nowMs int64) ([]WorkerInfo, error) {
 	var out []WorkerInfo
-	q := WorkersQuery{Limit: MaxWorkersPage}
+	q := WorkersQuery{}
 	for {
 		pg, err := s.ListWorkers(ctx, pool, q, nowMs)
 		if err != nil {
