@@ -146,7 +146,7 @@ func poolWorkerURLs(ctx context.Context, base, pool string) ([]string, error) {
 	var out []string
 	after := ""
 	for {
-		u := base + "/v1/workers?pool=" + url.QueryEscape(pool) 
+		u := base + "/v1/workers?pool=" + url.QueryEscape(pool)
 		if after != "" {
 			u += "&after=" + url.QueryEscape(after)
 		}
