@@ -141,6 +141,7 @@ type run struct {
 	stored      int64
 	evicted     int64
 	rejected    int
+	events      int64 // arrivals, steps and deliveries processed
 	checkErr    error
 }
 
@@ -246,8 +247,10 @@ func (r *run) simulate() error {
 			ws = r.steps.ix[0]
 			tS = r.workers[ws].nextMs
 		}
+		r.events++
 		switch {
 		case tD == inf && tA == inf && tS == inf:
+			r.events--
 			return r.finish()
 		case tD <= tA && tD <= tS:
 			r.now = tD
