@@ -140,10 +140,11 @@ type RankInfo struct {
 
 // Pages of GET /v1/workers (Store.ListWorkers): DefaultWorkersPage workers unless a limit is given, at
 // most MaxWorkersPage, so one listing call's work is bounded however large the pool (issue 15; in Redis
-// one script call of O(limit · dp_size): ~4-10 µs of Redis CPU per rank listed, so the default page of
-// 100 single-rank workers stays near SPEC §8's 1 ms even on a loaded box; docs/PERFORMANCE.md).
+// one script call of O(limit · dp_size): ~8-12 µs of Redis CPU per listed rank plus ~0.4 ms per page on
+// the loaded 2-core box, so the default page of 64 single-rank workers stays near SPEC §8's 1 ms there;
+// docs/PERFORMANCE.md "Workers listing").
 const (
-	DefaultWorkersPage = 100
+	DefaultWorkersPage = 64
 	MaxWorkersPage     = 1000
 )
 
