@@ -140,7 +140,7 @@ type RankInfo struct {
 
 // Pages of GET /v1/workers (Store.ListWorkers): DefaultWorkersPage workers unless a limit is given, at
 // most MaxWorkersPage, so one listing call's work is bounded however large the pool (issue 15; in Redis
-// one script call of O(limit · dp_size): ~8-12 µs of Redis CPU per listed rank plus ~0.4 ms per page on
+// one script call of O(limit · dp_size): ~8-12 µs of Redis CPU per listed rank plus ~0.1 ms per call on
 // the loaded 2-core box, so the default page of 64 single-rank workers stays near SPEC §8's 1 ms there;
 // docs/PERFORMANCE.md "Workers listing").
 const (
