@@ -206,9 +206,14 @@ func (r *Router) RemoveWorker(ctx context.Context, pool, id string) error {
 	return r.store.RemoveWorker(ctx, poolName(pool), id, r.opts.Now())
 }
 
-// Workers lists a pool's workers.
+// Workers lists all of a pool's workers (page after page: each store call bounded).
 func (r *Router) Workers(ctx context.Context, pool string) ([]statestore.WorkerInfo, error) {
 	return r.store.Workers(ctx, poolName(pool), r.opts.Now())
+}
+
+// ListWorkers returns one page of a pool's workers (GET /v1/workers).
+func (r *Router) ListWorkers(ctx context.Context, pool string, q statestore.WorkersQuery) (statestore.WorkerPage, error) {
+	return r.store.ListWorkers(ctx, poolName(pool), q, r.opts.Now())
 }
 
 // EventError is a JSON event that could not be converted; the rest of the input is still applied.

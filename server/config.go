@@ -17,6 +17,7 @@ import (
 
 	"github.com/kvrouter/kvrouter/core"
 	"github.com/kvrouter/kvrouter/gateway"
+	"github.com/kvrouter/kvrouter/server/api"
 	"github.com/kvrouter/kvrouter/statestore"
 )
 
@@ -69,6 +70,10 @@ type Config struct {
 	// at most 4096) bound what callers may create: beyond them PUT answers 409 (SPEC §7.3).
 	MaxPools   int `yaml:"max_pools"`
 	MaxWorkers int `yaml:"max_workers"`
+	// MetricsMaxWorkers caps the per-worker /metrics series (kvrouter_worker_*) at this many workers per
+	// pool, the first in id order; pool-level sums (kvrouter_pool_*) always cover every worker.
+	// Default 256 (api.DefaultMetricsMaxWorkers), 0 = no per-worker series, at most 4096.
+	MetricsMaxWorkers int `yaml:"metrics_max_workers"`
 	// Access: tokens, the non-loopback rule and the metrics address (SPEC §7.3).
 	Access `yaml:",inline"`
 	// RecoverInterval is how often the router checks that its configured pools (and its --engine
@@ -104,7 +109,8 @@ func DefaultConfig() Config {
 	return Config{Addr: "127.0.0.1:8080", Store: "memory", MaxBodyBytes: o.MaxBodyBytes, MaxEvents: 100000,
 		ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout, IdleTimeout: o.IdleTimeout,
 		ShutdownTimeout: o.ShutdownTimeout, StoreTimeout: 5 * time.Second, RecoverInterval: DefaultRecoverInterval,
-		MaxPools: statestore.DefaultMaxPools, MaxWorkers: statestore.MaxWorkersPerPool, LogLevel: "info", LogFormat: "text",
+		MaxPools: statestore.DefaultMaxPools, MaxWorkers: statestore.MaxWorkersPerPool,
+		MetricsMaxWorkers: api.DefaultMetricsMaxWorkers, LogLevel: "info", LogFormat: "text",
 		ProxyRetries: g.Retries, ProxyIdleTimeout: g.IdleTimeout, ProxyConnectTimeout: g.ConnectTimeout,
 		ProxyMaxConnsPerWorker: g.MaxConnsPerWorker}
 }
@@ -161,6 +167,9 @@ func (c Config) Validate() error {
 	}
 	if c.StoreTimeout <= 0 {
 		return fmt.Errorf("store-timeout must be > 0, got %s", c.StoreTimeout)
+	}
+	if c.MetricsMaxWorkers < 0 || c.MetricsMaxWorkers > statestore.MaxWorkersPerPool {
+		return fmt.Errorf("metrics-max-workers must be in [0, %d], got %d", statestore.MaxWorkersPerPool, c.MetricsMaxWorkers)
 	}
 	if _, err := ParseLogLevel(c.LogLevel); err != nil {
 		return err

@@ -59,7 +59,7 @@ func Run(ctx context.Context, cfg Config) error {
 	metrics := api.NewMetrics(reg)
 	st = api.InstrumentStore(st, metrics)
 	rt := core.New(st, core.Options{})
-	reg.MustRegister(api.NewWorkerCollector(rt, cfg.StoreTimeout))
+	reg.MustRegister(api.NewWorkerCollector(rt, cfg.StoreTimeout, cfg.MetricsMaxWorkers))
 
 	sctx, cancel := context.WithTimeout(ctx, 2*cfg.StoreTimeout)
 	err = declarePools(sctx, rt, pools)

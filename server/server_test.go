@@ -173,6 +173,8 @@ func TestOptionsAndConfigValidate(t *testing.T) {
 		{func(c *Config) { c.ShutdownTimeout = -1 }, "shutdown-timeout"},
 		{func(c *Config) { c.LogFormat = "xml" }, "log-format"},
 		{func(c *Config) { c.MaxEvents = 0 }, "max-events"},
+		{func(c *Config) { c.MetricsMaxWorkers = -1 }, "metrics-max-workers"},
+		{func(c *Config) { c.MetricsMaxWorkers = 4097 }, "metrics-max-workers"},
 		{func(c *Config) { c.SetPoolKnob("p", "temperature", -1.0) }, "pools.p"},
 		{func(c *Config) { c.SetPoolKnob("p", "preset", "turbo") }, "preset"},
 		{func(c *Config) { c.SetPoolKnob("p", "colour", "red") }, "colour"},

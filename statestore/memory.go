@@ -406,18 +406,33 @@ func (p *memPool) live(w *memWorker, now int64) bool {
 }
 
 // Workers implements Store.
-func (m *Memory) Workers(_ context.Context, pool string, now int64) ([]WorkerInfo, error) {
+func (m *Memory) Workers(ctx context.Context, pool string, now int64) ([]WorkerInfo, error) {
+	return AllWorkers(ctx, m, pool, now)
+}
+
+// ListWorkers implements Store: O(log W) to find the page in the sorted roster, then O(limit · dp_size).
+func (m *Memory) ListWorkers(_ context.Context, pool string, q WorkersQuery, now int64) (WorkerPage, error) {
 	p, err := m.pool(pool)
 	if err != nil {
-		return nil, err
+		return WorkerPage{}, err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.releaseExpired(now)
-	out := make([]WorkerInfo, 0, len(p.workers))
-	for _, r := range p.roster() {
+	ros := p.roster()
+	// the first candidate of a worker listed after q.After (the roster is in worker id byte order, then rank)
+	i := sort.Search(len(ros), func(i int) bool { return ros[i].worker.spec.WorkerID > q.After })
+	limit := q.limit()
+	out := make([]WorkerInfo, 0, min(limit, len(p.workers)))
+	next := ""
+	for ; i < len(ros); i++ {
+		r := ros[i]
 		if r.rank != 0 { // a worker's ranks are consecutive in the roster, rank 0 first
 			continue
+		}
+		if len(out) == limit {
+			next = out[limit-1].WorkerID
+			break
 		}
 		w := r.worker
 		info := WorkerInfo{WorkerSpec: w.spec, KVEventsEffective: p.kvEvents(w), Live: p.live(w, now), LastSeenMs: w.lastSeen,
@@ -434,7 +449,7 @@ func (m *Memory) Workers(_ context.Context, pool string, now int64) ([]WorkerInf
 		}
 		out = append(out, info)
 	}
-	return out, nil
+	return WorkerPage{Workers: out, Next: next}, nil
 }
 
 // leaseHeap is a min-heap of leases by expiry (then id, for a deterministic release order).

@@ -340,16 +340,22 @@ func (r *Redis) RemoveWorker(ctx context.Context, pool, workerID string, now int
 
 // Workers implements Store.
 func (r *Redis) Workers(ctx context.Context, pool string, now int64) ([]WorkerInfo, error) {
-	arr, err := r.exec(ctx, luascripts.Workers, pool, []string{istr(now)})
+	return AllWorkers(ctx, r, pool, now)
+}
+
+// ListWorkers implements Store: one workers.lua call of O(limit · dp_size).
+func (r *Redis) ListWorkers(ctx context.Context, pool string, q WorkersQuery, now int64) (WorkerPage, error) {
+	arr, err := r.exec(ctx, luascripts.Workers, pool, []string{istr(now), q.After, strconv.Itoa(q.limit())})
 	if err != nil {
-		return nil, err
+		return WorkerPage{}, err
 	}
 	if msgStr(arr[0]) == "unknown_pool" {
-		return nil, unknownPool(pool)
+		return WorkerPage{}, unknownPool(pool)
 	}
-	out := make([]WorkerInfo, 0, len(arr)-1)
-	healths := make([]healthRec, 0, len(arr)-1)
-	for _, m := range arr[1:] {
+	next := msgStr(arr[1])
+	out := make([]WorkerInfo, 0, len(arr)-2)
+	healths := make([]healthRec, 0, len(arr)-2)
+	for _, m := range arr[2:] {
 		w, _ := m.ToArray()
 		info := WorkerInfo{}
 		info.WorkerID, info.URL = msgStr(w[0]), msgStr(w[1])
@@ -384,7 +390,7 @@ func (r *Redis) Workers(ctx context.Context, pool string, now int64) ([]WorkerIn
 	if len(out) > 0 {
 		cfg, err := r.GetPool(ctx, pool)
 		if err != nil {
-			return nil, err
+			return WorkerPage{}, err
 		}
 		for i := range out {
 			w := &out[i]
@@ -396,5 +402,5 @@ func (r *Redis) Workers(ctx context.Context, pool string, now int64) ([]WorkerIn
 			w.Health = healths[i].info(now, cfg.UnhealthyAfter)
 		}
 	}
-	return out, nil
+	return WorkerPage{Workers: out, Next: next}, nil
 }

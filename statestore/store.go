@@ -25,7 +25,11 @@ type Store interface {
 	// RemoveWorker deregisters a worker: it stops counting at once for routing and for queries; its index
 	// memory is reclaimed incrementally. Unknown worker: ErrUnknownWorker.
 	RemoveWorker(ctx context.Context, pool, workerID string, nowMs int64) error
-	// Workers lists a pool's workers sorted by id, with loads per rank (expired leases released first).
+	// ListWorkers returns one page of a pool's workers sorted by id, with loads per rank (expired leases
+	// released first): one bounded atomic operation (at most MaxWorkersPage workers).
+	ListWorkers(ctx context.Context, pool string, q WorkersQuery, nowMs int64) (WorkerPage, error)
+	// Workers lists all of a pool's workers sorted by id: ListWorkers page after page (each page atomic,
+	// the whole list not one snapshot: a worker registered or removed meanwhile may or may not appear).
 	Workers(ctx context.Context, pool string, nowMs int64) ([]WorkerInfo, error)
 
 	// ApplyEvents applies one worker's events in order, exactly once per (worker, dp_rank, event id).
@@ -52,4 +56,27 @@ type Store interface {
 	ReportForward(ctx context.Context, pool, workerID string, ok bool, nowMs int64) (WorkerHealth, error)
 	// RenewLease extends a live lease to nowMs + lease_ttl_ms (a stream still running).
 	RenewLease(ctx context.Context, pool, requestID string, nowMs int64) (bool, error)
+}
+
+// workerLister is the paging half of Store's listing (ListWorkers).
+type workerLister interface {
+	ListWorkers(ctx context.Context, pool string, q WorkersQuery, nowMs int64) (WorkerPage, error)
+}
+
+// AllWorkers lists every worker of a pool by pages of DefaultWorkersPage (Store.Workers of both stores):
+// each store call stays short (ceil(W / 64) calls); the caller holds O(W) in memory.
+func AllWorkers(ctx context.Context, s workerLister, pool string, nowMs int64) ([]WorkerInfo, error) {
+	var out []WorkerInfo
+	q := WorkersQuery{}
+	for {
+		pg, err := s.ListWorkers(ctx, pool, q, nowMs)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, pg.Workers...)
+		if pg.Next == "" {
+			return out, nil
+		}
+		q.After = pg.Next
+	}
 }

@@ -149,6 +149,43 @@ func ttftShown(s TTFTState) *TTFTState {
 	return &s
 }
 
+// Pages of GET /v1/workers (Store.ListWorkers): DefaultWorkersPage workers unless a limit is given, at
+// most MaxWorkersPage, so one listing call's work is bounded however large the pool (issue 15; in Redis
+// one script call of O(limit · dp_size): ~8-12 µs of Redis CPU per listed rank plus ~0.1 ms per call on
+// the loaded 2-core box, so the default page of 64 single-rank workers stays near SPEC §8's 1 ms there;
+// docs/PERFORMANCE.md "Workers listing").
+const (
+	DefaultWorkersPage = 64
+	MaxWorkersPage     = 1000
+)
+
+// WorkersQuery selects one page of a pool's workers in id order (byte order of the id).
+type WorkersQuery struct {
+	// After lists the workers whose id sorts after this one ("" = from the first): the previous page's Next.
+	After string
+	// Limit is the most workers in the page: 0 (or less) = DefaultWorkersPage; above MaxWorkersPage it is
+	// clamped to MaxWorkersPage.
+	Limit int
+}
+
+// limit returns the page size the stores use for q.
+func (q WorkersQuery) limit() int {
+	switch {
+	case q.Limit <= 0:
+		return DefaultWorkersPage
+	case q.Limit > MaxWorkersPage:
+		return MaxWorkersPage
+	}
+	return q.Limit
+}
+
+// WorkerPage is one page of a pool's workers. Next is the cursor of the next page (the last worker id of
+// this one) when more workers follow, "" when this page is the last.
+type WorkerPage struct {
+	Workers []WorkerInfo
+	Next    string
+}
+
 // WorkerInfo is what GET /v1/workers reports.
 type WorkerInfo struct {
 	WorkerSpec

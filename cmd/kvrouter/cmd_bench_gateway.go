@@ -140,34 +140,47 @@ func startGatewayFleet(ctx context.Context, store string, n int, speedup float64
 	return f, nil
 }
 
-// poolWorkerURLs lists the URLs of a pool's workers through the gateway's decision API.
+// poolWorkerURLs lists the URLs of a pool's workers through the gateway's decision API, page after page
+// (GET /v1/workers returns at most one page per call; its "next" is the following page's ?after=).
 func poolWorkerURLs(ctx context.Context, base, pool string) ([]string, error) {
-	req, err := http.NewRequestWithContext(ctx, "GET", base+"/v1/workers?pool="+url.QueryEscape(pool), nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("--url: %w", err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 {
-		return nil, fmt.Errorf("--url: GET /v1/workers?pool=%s: %d %s", pool, resp.StatusCode, b)
-	}
-	var ws struct {
-		Workers []struct {
-			URL string `json:"url"`
-		} `json:"workers"`
-	}
-	if err := json.Unmarshal(b, &ws); err != nil {
-		return nil, fmt.Errorf("--url: workers: %w", err)
-	}
 	var out []string
-	for _, w := range ws.Workers {
-		if w.URL != "" {
-			out = append(out, w.URL)
+	after := ""
+	for {
+		u := base + "/v1/workers?pool=" + url.QueryEscape(pool)
+		if after != "" {
+			u += "&after=" + url.QueryEscape(after)
 		}
+		req, err := http.NewRequestWithContext(ctx, "GET", u, nil)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return nil, fmt.Errorf("--url: %w", err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return nil, fmt.Errorf("--url: GET /v1/workers?pool=%s: %d %s", pool, resp.StatusCode, b)
+		}
+		var ws struct {
+			Workers []struct {
+				URL string `json:"url"`
+			} `json:"workers"`
+			Next string `json:"next"`
+		}
+		if err := json.Unmarshal(b, &ws); err != nil {
+			return nil, fmt.Errorf("--url: workers: %w", err)
+		}
+		for _, w := range ws.Workers {
+			if w.URL != "" {
+				out = append(out, w.URL)
+			}
+		}
+		if ws.Next == "" {
+			break
+		}
+		after = ws.Next
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("--url: pool %q has no worker with a URL", pool)

@@ -70,6 +70,7 @@ func serveConfig(args []string) (server.Config, error) {
 	proxyConns := fs.Int("proxy-max-conns-per-worker", def.ProxyMaxConnsPerWorker, "gateway: most pooled connections to one worker")
 	maxPools := fs.Int("max-pools", def.MaxPools, "most pools the store may hold; creating more answers 409")
 	maxWorkers := fs.Int("max-workers", def.MaxWorkers, "most workers per pool (at most 4096); registering more answers 409")
+	metricsMaxWorkers := fs.Int("metrics-max-workers", def.MetricsMaxWorkers, "per-worker /metrics series (kvrouter_worker_*) for at most this many workers per pool, the first by id (0 = none, at most 4096); kvrouter_pool_* sums always cover all")
 	pool := fs.String("pool", core.DefaultPool, "the pool the pool flags below and --engine apply to")
 	loadAware := fs.Bool("load-aware", false, "preset: overlap_score_credit 0 (pure load balancing)")
 	agentic := fs.Bool("agentic", false, "preset: credit 2, prefill scale 4, request weight 64")
@@ -104,7 +105,8 @@ func serveConfig(args []string) (server.Config, error) {
 		"log-format": func() { cfg.LogFormat = *logFormat }, "engine": func() { cfg.Engines = engines },
 		"pool":      func() { cfg.EnginePool = *pool },
 		"max-pools": func() { cfg.MaxPools = *maxPools }, "max-workers": func() { cfg.MaxWorkers = *maxWorkers },
-		"proxy-retries": func() { cfg.ProxyRetries = *proxyRetries }, "proxy-idle-timeout": func() { cfg.ProxyIdleTimeout = *proxyIdle },
+		"metrics-max-workers": func() { cfg.MetricsMaxWorkers = *metricsMaxWorkers },
+		"proxy-retries":       func() { cfg.ProxyRetries = *proxyRetries }, "proxy-idle-timeout": func() { cfg.ProxyIdleTimeout = *proxyIdle },
 		"proxy-connect-timeout":      func() { cfg.ProxyConnectTimeout = *proxyConnect },
 		"proxy-max-conns-per-worker": func() { cfg.ProxyMaxConnsPerWorker = *proxyConns },
 	}

@@ -180,30 +180,59 @@ func (m *Metrics) observeEventsApplied(r statestore.ApplyResult, invalid int) {
 	}
 }
 
-// WorkerCollector reports per-worker load gauges at scrape time, read from the store (so every router
-// reports the shared truth and removed workers disappear): kvrouter_worker_active_prefill_tokens,
-// kvrouter_worker_active_decode_blocks, kvrouter_worker_active_requests, kvrouter_worker_cached_blocks
-// (summed over dp ranks), kvrouter_worker_live and kvrouter_worker_degraded, labelled {pool, worker};
-// and for each rank calibrated by cost_model ttft (SPEC §6.6) kvrouter_worker_ttft_prefill_rate,
-// kvrouter_worker_ttft_decode_coeff and kvrouter_worker_ttft_samples, labelled {pool, worker, dp_rank}.
+// DefaultMetricsMaxWorkers is the default cap on per-worker series per pool (--metrics-max-workers).
+const DefaultMetricsMaxWorkers = 256
+
+// WorkerCollector reports load gauges at scrape time, read from the store (so every router reports the
+// shared truth and removed workers disappear).
+//
+// Per pool, always (bounded by the number of pools): kvrouter_pool_workers, kvrouter_pool_live_workers,
+// kvrouter_pool_degraded_workers, kvrouter_pool_active_prefill_tokens, kvrouter_pool_active_decode_blocks,
+// kvrouter_pool_active_requests, kvrouter_pool_cached_blocks (sums over all workers and dp ranks) and
+// kvrouter_pool_worker_series_omitted (workers beyond the cap below), labelled {pool}.
+//
+// Per worker, for the first maxWorkers workers of each pool in id order (--metrics-max-workers, default
+// 256; 0 = none): kvrouter_worker_active_prefill_tokens, kvrouter_worker_active_decode_blocks,
+// kvrouter_worker_active_requests, kvrouter_worker_cached_blocks (summed over dp ranks), kvrouter_worker_live
+// and kvrouter_worker_degraded, labelled {pool, worker}; and for each of their ranks calibrated by
+// cost_model ttft (SPEC §6.6) kvrouter_worker_ttft_prefill_rate, kvrouter_worker_ttft_decode_coeff and
+// kvrouter_worker_ttft_samples, labelled {pool, worker, dp_rank}: at most 6 · maxWorkers (+ 3 per
+// calibrated rank of those workers) series per pool, however large the fleet.
+//
+// A scrape reads every worker of every pool to sum the pool gauges, page by page (statestore
+// DefaultWorkersPage workers per store call: each call bounded, ceil(W / 64) calls per pool).
 type WorkerCollector struct {
-	rt      *core.Router
-	timeout time.Duration
-	descs   [6]*prometheus.Desc
-	ttft    [3]*prometheus.Desc
+	rt         *core.Router
+	timeout    time.Duration
+	maxWorkers int
+	descs      [6]*prometheus.Desc
+	pool       [8]*prometheus.Desc
+	ttft       [3]*prometheus.Desc
 }
 
-// NewWorkerCollector returns a collector over a router; each scrape lists pools and workers with timeout.
-func NewWorkerCollector(rt *core.Router, timeout time.Duration) *WorkerCollector {
-	l := []string{"pool", "worker"}
-	lr := []string{"pool", "worker", "dp_rank"}
-	return &WorkerCollector{rt: rt, timeout: timeout, descs: [6]*prometheus.Desc{
+// NewWorkerCollector returns a collector over a router; each scrape lists pools and workers with timeout,
+// and reports per-worker series for at most maxWorkers workers per pool (< 0: DefaultMetricsMaxWorkers).
+func NewWorkerCollector(rt *core.Router, timeout time.Duration, maxWorkers int) *WorkerCollector {
+	if maxWorkers < 0 {
+		maxWorkers = DefaultMetricsMaxWorkers
+	}
+	l, pl, lr := []string{"pool", "worker"}, []string{"pool"}, []string{"pool", "worker", "dp_rank"}
+	return &WorkerCollector{rt: rt, timeout: timeout, maxWorkers: maxWorkers, descs: [6]*prometheus.Desc{
 		prometheus.NewDesc("kvrouter_worker_active_prefill_tokens", "Booked prefill tokens not yet done, summed over dp ranks.", l, nil),
 		prometheus.NewDesc("kvrouter_worker_active_decode_blocks", "Booked decode blocks of active requests, summed over dp ranks.", l, nil),
 		prometheus.NewDesc("kvrouter_worker_active_requests", "Active (leased) requests, summed over dp ranks.", l, nil),
 		prometheus.NewDesc("kvrouter_worker_cached_blocks", "Blocks indexed from the worker's KV events, summed over dp ranks.", l, nil),
 		prometheus.NewDesc("kvrouter_worker_live", "1 if the worker is live (eligible by liveness), else 0.", l, nil),
 		prometheus.NewDesc("kvrouter_worker_degraded", "1 if any rank lost events (gap) since its last reset.", l, nil),
+	}, pool: [8]*prometheus.Desc{
+		prometheus.NewDesc("kvrouter_pool_active_prefill_tokens", "Booked prefill tokens not yet done, summed over the pool's workers and dp ranks.", pl, nil),
+		prometheus.NewDesc("kvrouter_pool_active_decode_blocks", "Booked decode blocks of active requests, summed over the pool.", pl, nil),
+		prometheus.NewDesc("kvrouter_pool_active_requests", "Active (leased) requests in the pool.", pl, nil),
+		prometheus.NewDesc("kvrouter_pool_cached_blocks", "Blocks indexed from KV events, summed over the pool's workers and dp ranks.", pl, nil),
+		prometheus.NewDesc("kvrouter_pool_live_workers", "Live workers (eligible by liveness) in the pool.", pl, nil),
+		prometheus.NewDesc("kvrouter_pool_degraded_workers", "Workers with a rank that lost events (gap) since its last reset.", pl, nil),
+		prometheus.NewDesc("kvrouter_pool_workers", "Registered workers in the pool.", pl, nil),
+		prometheus.NewDesc("kvrouter_pool_worker_series_omitted", "Workers of the pool without kvrouter_worker_* series (beyond --metrics-max-workers).", pl, nil),
 	}, ttft: [3]*prometheus.Desc{
 		prometheus.NewDesc("kvrouter_worker_ttft_prefill_rate", "cost_model ttft: the rank's calibrated prefill rate, tokens/s.", lr, nil),
 		prometheus.NewDesc("kvrouter_worker_ttft_decode_coeff", "cost_model ttft: the rank's calibrated decode interference, s per active decode block.", lr, nil),
@@ -214,6 +243,9 @@ func NewWorkerCollector(rt *core.Router, timeout time.Duration) *WorkerCollector
 // Describe implements prometheus.Collector.
 func (c *WorkerCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range c.descs {
+		ch <- d
+	}
+	for _, d := range c.pool {
 		ch <- d
 	}
 	for _, d := range c.ttft {
@@ -230,11 +262,22 @@ func (c *WorkerCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	for _, p := range pools {
-		ws, err := c.rt.Workers(ctx, p.Name)
+		c.collectPool(ctx, ch, p.Name)
+	}
+}
+
+// collectPool pages through one pool's workers: per-worker series for the first maxWorkers, sums of all.
+// A pool whose listing fails midway reports nothing rather than partial sums.
+func (c *WorkerCollector) collectPool(ctx context.Context, ch chan<- prometheus.Metric, pool string) {
+	var sum [8]float64 // the pool descs' order
+	var series []prometheus.Metric
+	q := statestore.WorkersQuery{}
+	for {
+		pg, err := c.rt.ListWorkers(ctx, pool, q)
 		if err != nil {
-			continue
+			return
 		}
-		for _, w := range ws {
+		for _, w := range pg.Workers {
 			var v [6]float64
 			for _, r := range w.Ranks {
 				v[0] += float64(r.ActivePrefillTokens)
@@ -244,19 +287,39 @@ func (c *WorkerCollector) Collect(ch chan<- prometheus.Metric) {
 				if r.Degraded {
 					v[5] = 1
 				}
-				if t := r.TTFT; t != nil {
-					rank := strconv.Itoa(r.DPRank)
-					for i, x := range [3]float64{t.PrefillRate, t.DecodeCoeff, t.Samples} {
-						ch <- prometheus.MustNewConstMetric(c.ttft[i], prometheus.GaugeValue, x, p.Name, w.WorkerID, rank)
-					}
-				}
 			}
 			if w.Live {
 				v[4] = 1
 			}
+			for i := range v {
+				sum[i] += v[i]
+			}
+			sum[6]++
+			if int(sum[6]) > c.maxWorkers {
+				sum[7]++
+				continue
+			}
 			for i, d := range c.descs {
-				ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v[i], p.Name, w.WorkerID)
+				series = append(series, prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v[i], pool, w.WorkerID))
+			}
+			for _, r := range w.Ranks {
+				if t := r.TTFT; t != nil {
+					rank := strconv.Itoa(r.DPRank)
+					for i, x := range [3]float64{t.PrefillRate, t.DecodeCoeff, t.Samples} {
+						series = append(series, prometheus.MustNewConstMetric(c.ttft[i], prometheus.GaugeValue, x, pool, w.WorkerID, rank))
+					}
+				}
 			}
 		}
+		if pg.Next == "" {
+			break
+		}
+		q.After = pg.Next
+	}
+	for _, m := range series {
+		ch <- m
+	}
+	for i, d := range c.pool {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, sum[i], pool)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 
 	"github.com/kvrouter/kvrouter/core"
 	"github.com/kvrouter/kvrouter/statestore"
@@ -104,14 +105,28 @@ func (a *API) listWorkers(ctx context.Context, req *Request, _ []string) Respons
 	if err != nil {
 		return a.fromError(err)
 	}
-	ws, err := a.rt.Workers(ctx, pool)
+	q := statestore.WorkersQuery{After: req.query("after")}
+	if v := req.query("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > statestore.MaxWorkersPage {
+			return badRequest("limit %q must be an integer in [1, %d]", v, statestore.MaxWorkersPage)
+		}
+		q.Limit = n
+	}
+	if q.After != "" {
+		if err := statestore.CheckID("after", q.After); err != nil {
+			return a.fromError(err)
+		}
+	}
+	pg, err := a.rt.ListWorkers(ctx, pool, q)
 	if err != nil {
 		return a.fromError(err)
 	}
-	if ws == nil {
-		ws = []statestore.WorkerInfo{}
+	if pg.Workers == nil {
+		pg.Workers = []statestore.WorkerInfo{}
 	}
-	return jsonResponse(http.StatusOK, map[string]any{"pool": pool, "workers": ws})
+	// next: the cursor of the following page (pass it as ?after=), "" on the last page
+	return jsonResponse(http.StatusOK, map[string]any{"pool": pool, "workers": pg.Workers, "next": pg.Next})
 }
 
 func (a *API) listPools(ctx context.Context, _ *Request, _ []string) Response {

@@ -85,9 +85,14 @@ func (t *timedStore) RemoveWorker(ctx context.Context, pool, id string, now int6
 	return err
 }
 
+// Workers pages through ListWorkers, so each page is timed as one store call.
 func (t *timedStore) Workers(ctx context.Context, pool string, now int64) ([]statestore.WorkerInfo, error) {
+	return statestore.AllWorkers(ctx, t, pool, now)
+}
+
+func (t *timedStore) ListWorkers(ctx context.Context, pool string, q statestore.WorkersQuery, now int64) (statestore.WorkerPage, error) {
 	start := time.Now()
-	w, err := t.s.Workers(ctx, pool, now)
+	w, err := t.s.ListWorkers(ctx, pool, q, now)
 	t.done(ctx, "workers", start, err)
 	return w, err
 }

@@ -131,8 +131,8 @@ func (c Config) validate(w *Workload) error {
 	if c.Engine.BlockSize != w.EngineBlock {
 		return fmt.Errorf("engine block size %d differs from the workload's %d", c.Engine.BlockSize, w.EngineBlock)
 	}
-	if c.Workers < 1 || c.Workers > 1000 {
-		return fmt.Errorf("workers %d out of [1, 1000]", c.Workers)
+	if c.Workers < 1 || c.Workers > statestore.MaxWorkersPerPool { // a pool's limit (4,096)
+		return fmt.Errorf("workers %d out of [1, %d]", c.Workers, statestore.MaxWorkersPerPool)
 	}
 	if c.EventDelayMs < 0 || c.EventDelayMs != c.EventDelayMs {
 		return fmt.Errorf("event delay %v must be >= 0", c.EventDelayMs)

@@ -55,6 +55,9 @@ type PolicyResult struct {
 	Preemptions   int64   `json:"preemptions"`
 	StoredBlocks  int64   `json:"stored_blocks"`
 	EvictedBlocks int64   `json:"evicted_blocks"`
+	// Events is the discrete events the run processed: arrivals, engine steps and deliveries to the
+	// router (a step's first tokens and finishes, its KV event batches).
+	Events int64 `json:"events"`
 	// EventCheck is "ok" or the first inconsistency found (Config.CheckEvents); empty when not checked.
 	EventCheck string `json:"event_check,omitempty"`
 	// TTFTModel is the ttft policies' prediction quality and final coefficients (ttft, ttft-predict,
@@ -99,7 +102,7 @@ func quantile(xs []float64, q float64) float64 {
 func (r *run) result() PolicyResult {
 	w := r.w
 	res := PolicyResult{Policy: r.policy, Requests: len(w.Reqs), Rejected: r.rejected, PrefillTokens: r.prefillTok,
-		Preemptions: r.preemptions, StoredBlocks: r.stored, EvictedBlocks: r.evicted}
+		Preemptions: r.preemptions, StoredBlocks: r.stored, EvictedBlocks: r.evicted, Events: r.events}
 	var ttft, e2e, itl []float64
 	var hitTok, hitBlocks int64
 	var itlSum, itlTok float64
