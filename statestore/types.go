@@ -151,11 +151,12 @@ func ttftShown(s TTFTState) *TTFTState {
 
 // Pages of GET /v1/workers (Store.ListWorkers): DefaultWorkersPage workers unless a limit is given, at
 // most MaxWorkersPage, so one listing call's work is bounded however large the pool (issue 15; in Redis
-// one script call of O(limit · dp_size): ~8-12 µs of Redis CPU per listed rank plus ~0.1 ms per call on
-// the loaded 2-core box, so the default page of 64 single-rank workers stays near SPEC §8's 1 ms there;
-// docs/PERFORMANCE.md "Workers listing").
+// one script call of O(limit · dp_size): ~13-16 µs of Redis CPU per listed rank even on a quiet 2-core box
+// (BenchmarkRedisWorkersPage: a 64-worker page ~0.9-1.0 ms there), so the default page is 32 workers,
+// ~0.45 ms for single-rank workers, under SPEC §8's 1 ms; a caller asking for a larger page, or listing
+// workers of many dp ranks, makes longer calls (docs/PERFORMANCE.md "Workers listing").
 const (
-	DefaultWorkersPage = 64
+	DefaultWorkersPage = 32
 	MaxWorkersPage     = 1000
 )
 

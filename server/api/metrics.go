@@ -200,7 +200,7 @@ const DefaultMetricsMaxWorkers = 256
 // calibrated rank of those workers) series per pool, however large the fleet.
 //
 // A scrape reads every worker of every pool to sum the pool gauges, page by page (statestore
-// DefaultWorkersPage workers per store call: each call bounded, ceil(W / 64) calls per pool).
+// DefaultWorkersPage workers per store call: each call bounded, ceil(W / 32) calls per pool).
 type WorkerCollector struct {
 	rt         *core.Router
 	timeout    time.Duration
