@@ -29,21 +29,12 @@ end
 local out = {'ok', nxt}
 if #ids == 0 then return out end
 
--- bytes_less: a < b in byte order (memcmp, as wz and the roster sort); Lua's < on strings uses strcoll,
--- which follows the server's locale.
-local function bytes_less(a, b)
-  local n = #a < #b and #a or #b
-  for k = 1, n do
-    local x, y = string.byte(a, k), string.byte(b, k)
-    if x ~= y then return x < y end
-  end
-  return #a < #b
-end
--- hint: roster index of the page's first candidate (the first whose worker id is not below ids[1]).
+-- hint: roster index of the page's first candidate (the first whose worker id is not below ids[1], in
+-- byte order: lib.lua's wid_lt).
 local lo, hi = 1, ros().n + 1
 while lo < hi do
   local mid = math.floor((lo + hi) / 2)
-  if bytes_less(rwid(mid), ids[1]) then lo = mid + 1 else hi = mid end
+  if wid_lt(rwid(mid), ids[1]) then lo = mid + 1 else hi = mid end
 end
 local hint = lo
 

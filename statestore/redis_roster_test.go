@@ -43,33 +43,11 @@ func TestRedisRosterSpliceAndLeaseHint(t *testing.T) {
 		nreq++
 		req := statestore.RouteRequest{Pool: "p", RequestID: fmt.Sprintf("r%d", nreq), ISL: int64(r.IntN(200)),
 			Random: r.Float64(), NowMs: now}
-		var first statestore.Decision
-		for i, s := range stores {
-			d, err := s.Route(ctx, req)
-			if err != nil {
-				t.Fatalf("%s route: %v", req.RequestID, err)
-			}
-			if i == 0 {
-				first = d
-			} else if !reflect.DeepEqual(d, first) {
-				t.Fatalf("%s: redis decided %+v, memory %+v", req.RequestID, d, first)
-			}
-		}
+		routeAlike(t, ctx, stores, req)
 		open = append(open, req.RequestID)
 	}
 	compareWorkers := func(when string) {
-		var first []statestore.WorkerInfo
-		for i, s := range stores {
-			ws, err := s.Workers(ctx, "p", now)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if i == 0 {
-				first = ws
-			} else if !reflect.DeepEqual(ws, first) {
-				t.Fatalf("%s: workers differ:\nredis  %+v\nmemory %+v", when, ws, first)
-			}
-		}
+		workersAlike(t, ctx, stores, now, when)
 	}
 	for k, id := range ids {
 		spec := statestore.WorkerSpec{WorkerID: id, URL: "http://" + id, DPSize: 1 + r.IntN(3),
@@ -226,18 +204,7 @@ func TestRedisRosterChunks(t *testing.T) {
 		nreq++
 		req := statestore.RouteRequest{Pool: "p", RequestID: fmt.Sprintf("r%d", nreq), ISL: int64(r.IntN(200)),
 			Random: r.Float64(), NowMs: now}
-		var first statestore.Decision
-		for i, s := range stores {
-			d, err := s.Route(ctx, req)
-			if err != nil {
-				t.Fatalf("%s route: %v", req.RequestID, err)
-			}
-			if i == 0 {
-				first = d
-			} else if !reflect.DeepEqual(d, first) {
-				t.Fatalf("%s: redis decided %+v, memory %+v", req.RequestID, d, first)
-			}
-		}
+		routeAlike(t, ctx, stores, req)
 		open = append(open, req.RequestID)
 	}
 	release := func(k int) {
@@ -257,18 +224,7 @@ func TestRedisRosterChunks(t *testing.T) {
 	}
 	compareWorkers := func(when string) {
 		t.Helper()
-		var first []statestore.WorkerInfo
-		for i, s := range stores {
-			ws, err := s.Workers(ctx, "p", now)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if i == 0 {
-				first = ws
-			} else if !reflect.DeepEqual(ws, first) {
-				t.Fatalf("%s: workers differ:\nredis  %+v\nmemory %+v", when, ws, first)
-			}
-		}
+		workersAlike(t, ctx, stores, now, when)
 		ranks := 0
 		for _, n := range dp {
 			ranks += n
@@ -351,6 +307,40 @@ func TestRedisRosterChunks(t *testing.T) {
 // of 1–64 candidates whose counts add up to ranks (unless 0 is given), and exactly those chunks have
 // `ro:<cid>` and `lv:<cid>` keys (24 bytes of loads per candidate): copy-on-write leaves no garbage. It
 // returns the number of chunks.
+// routeAlike routes req on every store (the memory store first) and fails unless all decide the same.
+func routeAlike(t *testing.T, ctx context.Context, stores []statestore.Store, req statestore.RouteRequest) {
+	t.Helper()
+	var first statestore.Decision
+	for i, s := range stores {
+		d, err := s.Route(ctx, req)
+		if err != nil {
+			t.Fatalf("%s route: %v", req.RequestID, err)
+		}
+		if i == 0 {
+			first = d
+		} else if !reflect.DeepEqual(d, first) {
+			t.Fatalf("%s: redis decided %+v, memory %+v", req.RequestID, d, first)
+		}
+	}
+}
+
+// workersAlike fails unless every store lists pool "p"'s workers (loads included) the same at now.
+func workersAlike(t *testing.T, ctx context.Context, stores []statestore.Store, now int64, when string) {
+	t.Helper()
+	var first []statestore.WorkerInfo
+	for i, s := range stores {
+		ws, err := s.Workers(ctx, "p", now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			first = ws
+		} else if !reflect.DeepEqual(ws, first) {
+			t.Fatalf("%s: workers differ:\nredis  %+v\nmemory %+v", when, ws, first)
+		}
+	}
+}
+
 func checkChunks(t *testing.T, addr, prefix, pool string, ranks int, when string) int {
 	t.Helper()
 	ctx := context.Background()
