@@ -46,7 +46,7 @@
 --                    packed load (24 bytes, exactly its lv bytes) ‖ candidate key (LZ.ck), scored by the
 --                    load key (LZ.score, the pool's prefill_load_scale/decode_active_request_weight/block_size).
 --                    Equal scores sort by member, so one exact load is one contiguous run in candidate order:
---                    a load group. Kept by lv_set / roster_insert / roster_rebuild, rescored by put_pool.
+--                    a load group. Kept by lv_set / roster_replace, rescored by put_pool.
 --  23 lc      HASH   packed load (24 bytes) -> members of lz with that load (a group's size; no zero entries)
 --  24 sz      ZSET   worker id scored by its last heartbeat/event, ms (layout 3): seen's values as an order, so
 --                    route finds the workers dead under worker_ttl_ms from its head (seen_set keeps both)
@@ -355,8 +355,9 @@ end
 -- A member is packed load (24 bytes, '>ddd': lv's bytes) ‖ candidate key LZ.ck; its score is LZ.score of
 -- the load. Members with equal scores sort by their bytes, so the candidates with one exact load form one
 -- contiguous run of lz ordered by candidate key = candidate order (a load group, its size in lc).
--- Maintained in one place per kind of write: lv_set (every loads change), roster_insert (zero-load
--- members), roster_rebuild (LZ.rebuild), put_pool (LZ.rescore after a scoring knob changed).
+-- Maintained in one place per kind of write: lv_set (every loads change), roster_replace (a worker's
+-- members out and in: registration, removal, spec and dp changes), put_pool (LZ.rescore after a scoring
+-- knob changed).
 local LZ = {}
 -- LZ.ck: the candidate key of (worker id, dp rank, index slot). Sorts like the candidate order (worker id
 -- bytes, then rank): NUL in the id is escaped as \0\1 and the id ends with \0\0, so a prefix sorts first;
@@ -567,23 +568,6 @@ local function rid_index(rid)
   end
   return nil
 end
--- slot_index returns the roster index (1-based) of the candidate with index slot `slot`, or nil: an aligned
--- search of each chunk's slot column (4 bytes per candidate, so ~11x fewer bytes than rid_index's records).
-local function slot_index(slot)
-  local R = rch_all()
-  local key = struct.pack('>I4', slot)
-  for c = 1, R.k do
-    local C = R.ch[c]
-    local from = 5
-    while true do
-      local p = string.find(C.s, key, from, true)
-      if not p or p >= C.rb then break end
-      if (p - 5) % 4 == 0 then return R.st[c] + (p - 5) / 4 + 1 end
-      from = p + 1
-    end
-  end
-  return nil
-end
 -- rid_locate returns the roster index (1-based) of rank id rid, or nil, trying index hint first: a lease
 -- remembers where its rank stood when booked. The hinted chunk is searched (O(CH): a registration since
 -- the booking shifts indices but rarely moves a rank out of its chunk), then its two neighbours (a split
@@ -611,7 +595,7 @@ end
 -- leaves a stamp no memo has) and moves the memo, if this node holds one for the old stamp, to the new
 -- stamp; the call then applies each write to the memo too (lv_set), with the very numbers it writes to
 -- Redis. A route whose stamp finds a memo of the right size reads no loads from Redis (lv_all + unpack of
--- the whole column: ~500 µs at 4,096 ranks). Roster changes (roster_rebuild, roster_replace) drop the memo.
+-- the whole column: ~500 µs at 4,096 ranks). Roster changes (roster_replace) drop the memo.
 local function lv_key(stamp) return K_LD .. '\0' .. stamp end
 local function lv_touch()
   if LVW ~= nil then return LVW end
@@ -829,34 +813,6 @@ local function ranks_of(wid, w, old)
   return out
 end
 
--- roster_rebuild writes the whole candidate list from wz + wk (wkc: optional cache of changed worker
--- records), carrying each surviving rank id's loads to its new position (new rank ids start at 0). O(W):
--- the fallback and the bulk writer; single-worker changes use roster_replace.
-local function roster_rebuild(wkc)
-  local old = rch_all()
-  local oldl = {}
-  for c = 1, old.k do
-    local C = old.ch[c]
-    local lv = redis.call('GET', K_LD .. ':' .. old.cid[c]) or ''
-    for _, x in ipairs(chunk_decode(C, lv, {})) do oldl[x[2]] = x[9] end
-    chunk_drop(old, c)
-  end
-  lv_replaced()
-  local cands = {}
-  for _, id in ipairs(redis.call('ZRANGE', K_WZ, 0, -1)) do
-    local w = wkc and wkc[id]
-    if not w then w = cmsgpack.unpack(redis.call('HGET', K_WK, id)) end
-    for _, x in ipairs(ranks_of(id, w, oldl)) do cands[#cands + 1] = x end
-  end
-  redis.call('DEL', K_LZ, K_LC, K_LP)   -- the load order from the carried loads: O(W log W)
-  LZ.add(LZ.of(cands))
-  local list = {}
-  for a = 1, #cands, CH do list[#list + 1] = chunk_new(cands, a, math.min(#cands, a + CH - 1)) end
-  local E = ros_empty()
-  E.era = old.era
-  dir_splice(E, 1, 0, list)
-end
-
 -- chunk_find returns how many candidates of chunk C sort before worker id wid (a binary search reading
 -- O(log CH) worker ids), and whether the next one is wid's.
 local function chunk_find(C, wid)
@@ -955,8 +911,6 @@ local function roster_replace(wid, w)
   for c = c0, math.min(c1, R.k) do chunk_drop(R, c) end
   dir_splice(R, c0, math.min(c1, R.k), chunks_new(out, 1, #out, {}))
 end
--- roster_insert adds a NEW worker's ranks (w: its record, already in wz and wk): roster_replace.
-local function roster_insert(wid, w) return roster_replace(wid, w) end
 
 -- end_lease releases a lease's remaining load and its session hold at time t (memory: endLease).
 local function end_lease(id, l, t)

@@ -17,7 +17,7 @@ import (
 )
 
 // TestRedisRosterSpliceAndLeaseHint drives the two shortcuts of issue 15's Redis side against the memory
-// store: registration splices a new worker's ranks into the packed roster (roster_insert) instead of
+// store: registration splices a new worker's ranks into its roster chunk (roster_replace) instead of
 // rebuilding it, and a lease's release finds its rank by the roster index recorded at booking
 // (rid_locate). Worker ids are prefixes of each other ("w1", "w10", "w1a") and arrive out of order, so
 // new ranks land before, between and after existing ones and shift the ranks that leases were booked
