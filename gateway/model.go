@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // errNotString: the body's "model" is not a JSON string.
@@ -69,14 +70,17 @@ func modelField(body []byte) (model string, found bool, err error) {
 	}
 }
 
-// isModelKey reports whether a quoted key decodes to "model" (escaped spellings included).
+// isModelKey reports whether a quoted key names "model" as encoding/json matches it, which the gateway's
+// full parse uses: case-insensitively ("Model", "modEl"; the fuzz target found the exact match missing
+// them) and escaped spellings included. No letter of "model" has a non-ASCII fold (encoding/json's
+// special cases are K and S), so Unicode simple folding (strings.EqualFold) matches exactly its keys.
 func isModelKey(quoted []byte) bool {
-	if string(quoted) == `"model"` {
+	if bytes.EqualFold(quoted, []byte(`"model"`)) {
 		return true
 	}
 	if len(quoted) > 7 && len(quoted) < 64 {
 		var k string
-		return json.Unmarshal(quoted, &k) == nil && k == "model"
+		return json.Unmarshal(quoted, &k) == nil && strings.EqualFold(k, "model")
 	}
 	return false
 }

@@ -32,6 +32,10 @@ func TestModelField(t *testing.T) {
 		{`{"prompt":[1,2,3],"stream":true,"max_tokens":7,"model":"a\u00e9b"}`, "aéb", true, false},
 		{`{"model":"first","model":"last"}`, "last", true, false},
 		{`{"mod\u0065l":"escaped"}`, "escaped", true, false},
+		{`{"modEl":"folded"}`, "folded", true, false},
+		{`{"model":"a","MODEL":"b"}`, "b", true, false},
+		{`{"MOD\u0045L":"both"}`, "both", true, false},
+		{`{"models":"no"}`, "", false, false},
 		{`{"model":null}`, "", false, false},
 		{`{"messages":[]}`, "", false, false},
 		{`{}`, "", false, false},
@@ -54,7 +58,7 @@ func TestModelField(t *testing.T) {
 // finds the same model.
 func FuzzModelField(f *testing.F) {
 	for _, s := range []string{`{"model":"m"}`, `{"messages":[{"content":"x"}],"model":"y"}`, `{"a":{"model":"no"},"model":"yes"}`,
-		`{"model":"a\\"b"}`, `{"x":"\\\\","model":"z"}`} {
+		`{"model":"a\\"b"}`, `{"x":"\\\\","model":"z"}`, `{"modEl":"f"}`, `{"model":"a","MODEL":"b"}`, `{"MOD\\u0045L":"x"}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
