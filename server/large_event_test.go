@@ -10,10 +10,11 @@ import (
 	"time"
 
 	"github.com/kvrouter/kvrouter/internal/testredis"
+	"github.com/kvrouter/kvrouter/statestore"
 )
 
 // TestLargeHTTPEvent (defect 3): one 65,536-block Stored event over HTTP is applied by many bounded
-// Redis calls (at least 65,536/512 apply calls), not one that stalls every router, and the index holds
+// Redis calls (at least 65,536/MaxBlocksPerCall apply calls), not one that stalls every router, and the index holds
 // every block. The longest call is logged from SLOWLOG (a measurement, not asserted: timings belong
 // in benchmarks).
 func TestLargeHTTPEvent(t *testing.T) {
@@ -57,8 +58,8 @@ func TestLargeHTTPEvent(t *testing.T) {
 	if code != 200 || !strings.Contains(body, `"stored_blocks":65536`) {
 		t.Fatalf("POST the event: %d %.300s", code, body)
 	}
-	if got := calls() - before; got < n/512 {
-		t.Fatalf("%d script calls for a %d-block event; want at least %d (bounded calls)", got, n, n/512)
+	if got := calls() - before; got < n/statestore.MaxBlocksPerCall {
+		t.Fatalf("%d script calls for a %d-block event; want at least %d (bounded calls)", got, n, n/statestore.MaxBlocksPerCall)
 	}
 	code, body = httpDo(t, "GET", base+"/v1/workers", "")
 	if code != 200 || !strings.Contains(body, `"cached_blocks":65536`) {
