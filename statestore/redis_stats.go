@@ -1,8 +1,10 @@
 package statestore
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -193,12 +195,29 @@ type SlowlogSummary struct {
 	// LoggedAll counts every entry logged after the mark, by any client, from the entry ids (exact
 	// even when truncated; on a server only the benchmark uses, all of them are the benchmark's).
 	LoggedAll int64 `json:"logged_all"`
+	// Entries are the matching entries themselves, oldest first, at most MaxSlowlogEntries: when each
+	// was logged and what it was, so a slow call can be set beside what else happened then (a
+	// benchmark's stall probe, docs/PERFORMANCE.md "Tail of calls at 4,096 workers").
+	Entries []SlowlogEntry `json:"entries,omitempty"`
+}
+
+// MaxSlowlogEntries bounds SlowlogSummary.Entries.
+const MaxSlowlogEntries = 256
+
+// SlowlogEntry is one SLOWLOG entry.
+type SlowlogEntry struct {
+	// UnixS is when Redis logged it (its clock, seconds: SLOWLOG's resolution).
+	UnixS int64 `json:"unix_s"`
+	// Us is the call's execution time, µs.
+	Us int64 `json:"us"`
+	// Command is the command and, for FCALL, the function (e.g. "FCALL kvr3_…_route").
+	Command string `json:"command"`
 }
 
 // slowEntry is one SLOWLOG GET entry.
 type slowEntry struct {
-	id, us int64
-	args   []string
+	id, unix, us int64
+	args         []string
 }
 
 // slowlog reads up to max entries of a node's SLOWLOG, newest first.
@@ -219,6 +238,7 @@ func (r *Redis) slowlog(ctx context.Context, addr string, max int64) ([]slowEntr
 		}
 		e := slowEntry{}
 		e.id, _ = f[0].AsInt64()
+		e.unix, _ = f[1].AsInt64()
 		e.us, _ = f[2].AsInt64()
 		args, _ := f[3].ToArray()
 		for _, a := range args {
@@ -263,7 +283,7 @@ func (r *Redis) SlowlogSince(ctx context.Context, mark SlowlogMark, match string
 		if len(es) > 0 && es[0].id > last {
 			s.LoggedAll += es[0].id - last
 		}
-		oldest := int64(-1)
+		oldest, first := int64(-1), len(s.Entries)
 		for _, e := range es {
 			if e.id <= last {
 				break
@@ -272,13 +292,30 @@ func (r *Redis) SlowlogSince(ctx context.Context, mark SlowlogMark, match string
 			if match == "" || argsContain(e.args, match) {
 				s.Logged++
 				s.MaxUs = max(s.MaxUs, e.us)
+				if len(s.Entries) < MaxSlowlogEntries {
+					s.Entries = append(s.Entries, SlowlogEntry{UnixS: e.unix, Us: e.us, Command: slowCommand(e.args)})
+				}
 			}
 		}
+		slices.Reverse(s.Entries[first:])   // this node's, oldest first
 		if len(es) > 0 && oldest > last+1 { // entries between the mark and the oldest retained were dropped
 			s.Truncated = true
 		}
 	}
+	slices.SortStableFunc(s.Entries, func(a, b SlowlogEntry) int { return cmp.Compare(a.UnixS, b.UnixS) })
 	return s, nil
+}
+
+// slowCommand names a logged call: its command, and the function of an FCALL.
+func slowCommand(args []string) string {
+	switch {
+	case len(args) == 0:
+		return ""
+	case len(args) > 1 && strings.EqualFold(args[0], "FCALL"):
+		return args[0] + " " + args[1]
+	default:
+		return args[0]
+	}
 }
 
 func argsContain(args []string, sub string) bool {

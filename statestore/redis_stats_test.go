@@ -3,6 +3,7 @@ package statestore_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -49,6 +50,22 @@ func TestRedisStatsAndNamespace(t *testing.T) {
 	}
 	if slow.ThresholdUs != 0 || slow.Logged < 2 || all.Logged <= slow.Logged || slow.Truncated || all.LoggedAll < int64(all.Logged) {
 		t.Errorf("slowlog of the namespace %+v, of everything %+v; want ≥ 2 of mine, more in all", slow, all)
+	}
+	// Entries: one per matching call, oldest first, FCALLs named by their function.
+	if len(slow.Entries) != slow.Logged {
+		t.Errorf("%d entries for %d logged calls", len(slow.Entries), slow.Logged)
+	}
+	fcalls := 0
+	for i, e := range slow.Entries {
+		if i > 0 && e.UnixS < slow.Entries[i-1].UnixS || e.Us < 0 || e.UnixS <= 0 {
+			t.Errorf("entry %d %+v: want oldest first, times set", i, e)
+		}
+		if strings.HasPrefix(e.Command, "FCALL kvr") {
+			fcalls++
+		}
+	}
+	if fcalls < 2 {
+		t.Errorf("entries %+v: want the put_pool and put_worker FCALLs named by function", slow.Entries)
 	}
 	if err := restore(ctx); err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -109,11 +110,29 @@ type RouteRun struct {
 	DecisionsPerCoreS float64 `json:"decisions_per_redis_core_s,omitempty"`
 	// CommandUs and Calls: INFO commandstats deltas (all commands) per decision; command time omits
 	// parsing and replies, so it is a secondary figure.
-	CommandUs  float64                    `json:"command_us_per_decision,omitempty"`
-	Calls      float64                    `json:"redis_calls_per_decision,omitempty"`
-	Slowlog    *statestore.SlowlogSummary `json:"slowlog,omitempty"`
-	LoadBefore LoadAvg                    `json:"loadavg_before"`
-	LoadAfter  LoadAvg                    `json:"loadavg_after"`
+	CommandUs float64                    `json:"command_us_per_decision,omitempty"`
+	Calls     float64                    `json:"redis_calls_per_decision,omitempty"`
+	Slowlog   *statestore.SlowlogSummary `json:"slowlog,omitempty"`
+	// SlowClientCalls are the calls (route or done) this client saw take ≥ SlowClientUs, network
+	// included, with when they started (µs precision, unlike SLOWLOG's seconds), at most
+	// MaxSlowClientCalls: what scripts/bench-tail.sh sets beside its stall probe.
+	SlowClientCalls []ClientCall `json:"slow_client_calls,omitempty"`
+	LoadBefore      LoadAvg      `json:"loadavg_before"`
+	LoadAfter       LoadAvg      `json:"loadavg_after"`
+}
+
+// SlowClientUs is the client-side time from which a call is listed in RouteRun.SlowClientCalls, µs:
+// SPEC §8's 1 ms per call.
+const SlowClientUs = 1000
+
+// MaxSlowClientCalls bounds RouteRun.SlowClientCalls.
+const MaxSlowClientCalls = 256
+
+// ClientCall is one call as the benchmark's client timed it.
+type ClientCall struct {
+	Op          string  `json:"op"` // "route" or "done"
+	StartUnixUs int64   `json:"start_unix_us"`
+	Us          float64 `json:"us"`
 }
 
 // RouteCalibration is one repeat's calibration on a server store for one client count: Calls
@@ -374,6 +393,16 @@ func routeRun(ctx context.Context, st statestore.Store, pool string, prompts []b
 	for i := range rngs {
 		rngs[i] = rand.New(rand.NewPCG(uint64(seq), uint64(i)))
 	}
+	var slowMu sync.Mutex
+	noteSlow := func(op string, t0, t1 time.Time) {
+		if d := t1.Sub(t0); d >= SlowClientUs*time.Microsecond {
+			slowMu.Lock()
+			if len(run.SlowClientCalls) < MaxSlowClientCalls {
+				run.SlowClientCalls = append(run.SlowClientCalls, ClientCall{Op: op, StartUnixUs: t0.UnixMicro(), Us: float64(d.Nanoseconds()) / 1e3})
+			}
+			slowMu.Unlock()
+		}
+	}
 	call := func(s, i int) (time.Time, time.Time, error) {
 		p := &prompts[rngs[s].IntN(len(prompts))]
 		id := idPrefix + strconv.Itoa(i)
@@ -381,8 +410,10 @@ func routeRun(ctx context.Context, st statestore.Store, pool string, prompts []b
 		t0 := time.Now()
 		_, err := st.Route(ctx, req)
 		t1 := time.Now()
+		noteSlow("route", t0, t1)
 		if err == nil && done {
 			_, err = st.Done(ctx, pool, id, t1.UnixMilli())
+			noteSlow("done", t1, time.Now())
 		}
 		return t0, t1, err
 	}
