@@ -18,7 +18,7 @@
 -- strings; a block new to the index is written at once with HSETNX (see store_event), other entry writes
 -- and all engine-map writes are buffered and flushed at the end (one HSET / HDEL per engine-map bucket).
 -- Complexity: O(blocks in the batch) hash operations — about one HSETNX per new block plus one grouped
--- engine-map HSET per bucket touched — + bounded reclamation (RECLAIM_BUCKETS, SOFT_SWEEP).
+-- engine-map HSET per bucket touched — + bounded reclamation (RECLAIM_ENTRIES, SOFT_SWEEP).
 bind(KEYS)
 local now = tonumber(ARGV[2 - 1])
 local wid = ARGV[2]
@@ -407,5 +407,5 @@ if wdirty then
   redis.call('HSET', K_WK, wid, cmsgpack.pack(w))
   roster_replace(wid, w)
 end
-reclaim(now, RECLAIM_BUCKETS, SOFT_SWEEP)
+reclaim(now, RECLAIM_ENTRIES, SOFT_SWEEP)
 return {'ok', next_i, unpack(res)}

@@ -18,7 +18,7 @@
 --                    <cid>, same order: prefill tokens, decode blocks, requests (f64 each; a rank id is
 --                    alive iff it is in the roster)
 --   6 fence   HASH   "e"..rid epoch, "i"..rid last event id (20 zero-padded digits), "g"..rid degraded
---   7 sc      HASH   counters: "slot", "rid", "sgen", "rc" (reclaim cursor), "h"..slot held blocks, "rv" the
+--   7 sc      HASH   counters: "slot", "rid", "sgen", "rc" and "rs" (reclaim: bucket and HSCAN cursor), "h"..slot held blocks, "rv" the
 --                    roster's stamp (see ros), "rvn" its counter, "rcid" roster chunk ids, "lvs" the loads'
 --                    stamp (lv_touch), "lvn" its counter
 --   8 orph    HASH   slot -> held blocks whose parent is not held (only non-zero entries)
@@ -94,7 +94,7 @@ end
 -- NB_E: 16384 event buckets keep each listpack near 61 entries at 1 M entries (every HGET scans its bucket
 -- linearly): ~15-20 % less Redis time per route decision than 4096 (~245 entries) for +1.3 B per entry.
 local NB_E, NB_G, NB_S = 16384, 256, 1024
-local RECLAIM_BUCKETS = 8      -- engine-map buckets of dead slots reclaimed per call
+local RECLAIM_ENTRIES = 128    -- dead slots' engine-map entries reclaimed per call (~0.3-0.5 ms at most)
 local SOFT_SWEEP = 256         -- expired soft entries swept per call
 local SESS_SWEEP = 32          -- expired idle session bindings reclaimed per route call
 local SESS_CAP = 262144        -- live session bindings per pool (statestore.MaxSessionsPerPool)
@@ -1010,14 +1010,24 @@ local function cnt_flush()
 end
 
 -- reclaim: bounded deferred deletion of dead slots' entries, then expired soft entries.
-local function reclaim(now, buckets, softn)
-  local done = 0
-  while done < buckets do
+-- Budget in engine-map entries, not buckets: a bucket g:<slot>:<n> holds about a 256th of the slot's
+-- blocks (~256 entries for a 65,536-block engine), and each entry costs an event-index read and rewrite
+-- (~2-4 µs), so a whole bucket per call could take a millisecond on its own (SPEC §8). The head dead
+-- slot's current bucket is walked with HSCAN from a cursor kept in sc ('rc' bucket, 'rs' cursor); at
+-- cursor 0 the bucket is deleted and the next one starts. HSCAN may return an entry twice (a rehash
+-- between calls) or more than COUNT entries (a listpack-encoded bucket, at most hash-max-listpack-entries,
+-- comes back whole): removing a slot from an entry is idempotent (rfind finds nothing the second time),
+-- and the budget is charged what was returned.
+local function reclaim(now, budget, softn)
+  local left = budget
+  while left > 0 do
     local slot = redis.call('LINDEX', K_DEAD, 0)
     if not slot then break end
-    local cur = tonumber(redis.call('HGET', K_SC, 'rc') or '0')
+    local at = redis.call('HMGET', K_SC, 'rc', 'rs')
+    local cur, cursor = tonumber(at[1] or '0'), at[2] or '0'
     local key = K_G .. slot .. ':' .. cur
-    local kv = redis.call('HGETALL', key)
+    local page = redis.call('HSCAN', key, cursor, 'COUNT', left)
+    local kv = page[2]
     local islot = tonumber(slot)
     for i = 2, #kv, 2 do
       local e = eget(kv[i])
@@ -1031,17 +1041,21 @@ local function reclaim(now, buckets, softn)
         end
       end
     end
-    redis.call('DEL', key)
-    cur = cur + 1
-    if cur >= NB_G then
-      redis.call('LPOP', K_DEAD)
-      redis.call('HDEL', K_SC, 'rc', 'h' .. slot)
-      redis.call('HDEL', K_ORPH, slot)
-      redis.call('HDEL', K_ND, slot)
+    left = left - math.max(1, #kv / 2)
+    if page[1] ~= '0' then
+      redis.call('HSET', K_SC, 'rs', page[1])
     else
-      redis.call('HSET', K_SC, 'rc', cur)
+      redis.call('DEL', key)
+      cur = cur + 1
+      if cur >= NB_G then
+        redis.call('LPOP', K_DEAD)
+        redis.call('HDEL', K_SC, 'rc', 'rs', 'h' .. slot)
+        redis.call('HDEL', K_ORPH, slot)
+        redis.call('HDEL', K_ND, slot)
+      else
+        redis.call('HSET', K_SC, 'rc', cur, 'rs', '0')
+      end
     end
-    done = done + 1
   end
   eflush()
   if softn > 0 then

@@ -25,5 +25,5 @@ redis.call('HDEL', K_HC, wid)   -- health belongs to the registration: a worker 
 redis.call('HDEL', K_HU, wid)
 redis.call('ZREM', K_WZ, wid)
 roster_replace(wid, nil)
-reclaim(now, 64, 1024)
+reclaim(now, RECLAIM_ENTRIES, SOFT_SWEEP)
 return {'ok'}

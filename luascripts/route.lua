@@ -47,7 +47,7 @@ if mode ~= 'query' then
   if isl < 0 or isl > cfg.mpt or D > math.floor(isl / cfg.bs) then return {'invalid'} end
   release_expired(now)
   nsx = redis.call('ZCARD', K_SX)
-  reclaim(now, 1, nsx > 0 and 32 or 0)
+  reclaim(now, 16, nsx > 0 and 32 or 0)
   sweep_sessions(now, cfg.sttl)
   if mode == 'route' and redis.call('HEXISTS', K_LS, reqid) == 1 then return {'conflict'} end
 end
