@@ -1013,7 +1013,7 @@ end
 -- Budget in engine-map entries, not buckets: a bucket g:<slot>:<n> holds about a 256th of the slot's
 -- blocks (~256 entries for a 65,536-block engine), and each entry costs an event-index read and rewrite
 -- (~2-4 µs), so a whole bucket per call could take a millisecond on its own (SPEC §8). The head dead
--- slot's current bucket is walked with HSCAN from a cursor kept in sc ('rc' bucket, 'rs' cursor); at
+-- slot's current bucket is walked with HSCAN from a cursor kept in sc ('rc' bucket, 'rs' where); at
 -- cursor 0 the bucket is deleted and the next one starts. HSCAN may return an entry twice (a rehash
 -- between calls) or more than COUNT entries (a listpack-encoded bucket, at most hash-max-listpack-entries,
 -- comes back whole): removing a slot from an entry is idempotent (rfind finds nothing the second time),
@@ -1024,7 +1024,11 @@ local function reclaim(now, budget, softn)
     local slot = redis.call('LINDEX', K_DEAD, 0)
     if not slot then break end
     local at = redis.call('HMGET', K_SC, 'rc', 'rs')
-    local cur, cursor = tonumber(at[1] or '0'), at[2] or '0'
+    local cur, cursor = tonumber(at[1] or '0'), '0'
+    -- rs is "<slot>:<bucket>:<cursor>": a cursor is only resumed in the bucket it came from (a build that
+    -- reclaimed whole buckets, during a rolling upgrade, moves rc without knowing rs).
+    local rs_at = slot .. ':' .. cur .. ':'
+    if at[2] and string.sub(at[2], 1, #rs_at) == rs_at then cursor = string.sub(at[2], #rs_at + 1) end
     local key = K_G .. slot .. ':' .. cur
     local page = redis.call('HSCAN', key, cursor, 'COUNT', left)
     local kv = page[2]
@@ -1043,7 +1047,7 @@ local function reclaim(now, budget, softn)
     end
     left = left - math.max(1, #kv / 2)
     if page[1] ~= '0' then
-      redis.call('HSET', K_SC, 'rs', page[1])
+      redis.call('HSET', K_SC, 'rs', rs_at .. page[1])
     else
       redis.call('DEL', key)
       cur = cur + 1
