@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/kvrouter/kvrouter/blockhash"
+	"github.com/kvrouter/kvrouter/internal/testredis"
 	"github.com/kvrouter/kvrouter/statestore"
 )
 
@@ -76,4 +77,68 @@ func hashes(bs []statestore.StoredBlock) []uint64 {
 		out[i] = b.LocalHash
 	}
 	return out
+}
+
+// TestSplitEventResolvesParentOnce: the pieces of a split event (and the runs of a long batch) predict
+// their parents from the sequence hashes the earlier calls of the batch stored, so only the event's own
+// parent, stored by an earlier batch, is read with resolve_parents — one read, not one per piece — and
+// the index is the memory store's.
+func TestSplitEventResolvesParentOnce(t *testing.T) {
+	srv := testredis.Start(t, "--slowlog-log-slower-than", "0", "--slowlog-max-len", "10000")
+	rs := newRedisStore(t, srv.Addr())
+	ctx := context.Background()
+	root := make([]statestore.StoredBlock, 10)
+	long := make([]statestore.StoredBlock, 11*statestore.MaxBlocksPerCall+3)
+	for i := range root {
+		root[i] = statestore.StoredBlock{EngineHash: 100 + uint64(i), LocalHash: 100 + uint64(i)}
+	}
+	for i := range long {
+		long[i] = statestore.StoredBlock{EngineHash: 10000 + uint64(i), LocalHash: 10000 + uint64(i)}
+	}
+	events := []statestore.Event{
+		{EventID: 1, HasEventID: true, Kind: statestore.EventStored, Blocks: root},
+		{EventID: 2, HasEventID: true, Kind: statestore.EventStored, Parent: 109, HasParent: true, Blocks: long},
+	}
+	mem := statestore.NewMemory()
+	depth := map[string]int{}
+	for name, st := range map[string]statestore.Store{"memory": mem, "redis": rs} {
+		setupPool(t, st, "default", statestore.DefaultPoolConfig(4), "w0")
+		// The parent comes from an earlier batch, so the split event must read it once.
+		if _, err := st.ApplyEvents(ctx, statestore.EventBatch{Pool: "default", WorkerID: "w0", Events: events[:1], NowMs: 1}); err != nil {
+			t.Fatal(err)
+		}
+		var mark statestore.SlowlogMark
+		if name == "redis" {
+			var err error
+			if mark, err = rs.MarkSlowlog(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		res, err := st.ApplyEvents(ctx, statestore.EventBatch{Pool: "default", WorkerID: "w0", Events: events[1:], NowMs: 2})
+		if err != nil || res.Applied != 1 || res.StoredBlocks != len(long) {
+			t.Fatalf("%s: %+v, %v", name, res, err)
+		}
+		if name == "redis" {
+			count := func(fn string) int {
+				slow, err := rs.SlowlogSince(ctx, mark, fn)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return slow.Logged
+			}
+			resolves, applies := count("_resolve_parents"), count("_apply_events")
+			if resolves != 1 || applies < len(long)/statestore.MaxBlocksPerCall {
+				t.Errorf("%d resolve_parents and %d apply_events calls for a batch of %d + %d blocks; want 1 and ≥ %d",
+					resolves, applies, len(root), len(long), len(long)/statestore.MaxBlocksPerCall)
+			}
+		}
+		sc, err := st.Overlap(ctx, "default", blockhash.Sequence(nil, append(hashes(root), hashes(long)...)), 10)
+		if err != nil || len(sc) != 1 {
+			t.Fatalf("%s overlap: %v %v", name, sc, err)
+		}
+		depth[name] = sc[0].Blocks
+	}
+	if depth["memory"] != len(root)+len(long) || depth["redis"] != depth["memory"] {
+		t.Errorf("overlap depths %v; want %d in both", depth, len(root)+len(long))
+	}
 }

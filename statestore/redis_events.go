@@ -43,9 +43,10 @@ type parentRef struct {
 func (r *Redis) ApplyEvents(ctx context.Context, b EventBatch) (ApplyResult, error) {
 	var res ApplyResult
 	events := b.Events
+	pred := predictions{}
 	for len(events) > 0 {
 		if eventBlocks(&events[0]) > MaxBlocksPerCall {
-			got, err := r.applyLarge(ctx, b, events[0])
+			got, err := r.applyLarge(ctx, b, events[0], pred)
 			res.Add(got)
 			if err != nil {
 				return res, err
@@ -57,7 +58,7 @@ func (r *Redis) ApplyEvents(ctx context.Context, b EventBatch) (ApplyResult, err
 		for n < len(events) && eventBlocks(&events[n]) <= MaxBlocksPerCall {
 			n++
 		}
-		got, err := r.applyRun(ctx, b, events[:n])
+		got, err := r.applyRun(ctx, b, events[:n], pred)
 		res.Add(got)
 		if err != nil {
 			return res, err
@@ -67,6 +68,13 @@ func (r *Redis) ApplyEvents(ctx context.Context, b EventBatch) (ApplyResult, err
 	return res, nil
 }
 
+// predictions maps (rank, engine hash) to the sequence hash the batch's earlier calls stored for it, so a
+// later call (the next piece of a split event, the next run of a long batch) predicts those parents
+// without a resolve_parents read. A prediction is only a guess: apply_events re-verifies every parent
+// mapping against the live index and stops at the first mismatch, and the caller then forgets them all
+// and reads again (applyRun).
+type predictions map[parentRef]uint64
+
 // eventBlocks is the number of blocks an event stores or removes.
 func eventBlocks(ev *Event) int { return len(ev.Blocks) + len(ev.Removed) }
 
@@ -75,10 +83,10 @@ func eventBlocks(ev *Event) int { return len(ev.Blocks) + len(ev.Removed) }
 // others continue it (a Stored piece's parent is the previous piece's last block) without an id, and
 // are sent only if the first was applied — stale, unknown parent, block size mismatch or unknown worker
 // drop the whole event, as one call would. Counts equal one call's: the event is applied once.
-func (r *Redis) applyLarge(ctx context.Context, b EventBatch, ev Event) (ApplyResult, error) {
+func (r *Redis) applyLarge(ctx context.Context, b EventBatch, ev Event, pred predictions) (ApplyResult, error) {
 	var res ApplyResult
 	for i, piece := range splitEvent(ev, MaxBlocksPerCall) {
-		got, err := r.applyRun(ctx, b, []Event{piece})
+		got, err := r.applyRun(ctx, b, []Event{piece}, pred)
 		if i > 0 {
 			got.Applied-- // a continuation of the event counted once already
 		}
@@ -116,7 +124,7 @@ func splitEvent(ev Event, max int) []Event {
 }
 
 // applyRun applies events (each of at most MaxBlocksPerCall blocks) in calls split at event boundaries.
-func (r *Redis) applyRun(ctx context.Context, b EventBatch, events []Event) (ApplyResult, error) {
+func (r *Redis) applyRun(ctx context.Context, b EventBatch, events []Event, pred predictions) (ApplyResult, error) {
 	var res ApplyResult
 	stuck := 0
 	for len(events) > 0 {
@@ -126,7 +134,7 @@ func (r *Redis) applyRun(ctx context.Context, b EventBatch, events []Event) (App
 			n++
 		}
 		chunk := events[:n]
-		args, err := r.applyArgs(ctx, b, chunk)
+		args, err := r.applyArgs(ctx, b, chunk, pred)
 		if err != nil {
 			return res, err
 		}
@@ -141,6 +149,9 @@ func (r *Redis) applyRun(ctx context.Context, b EventBatch, events []Event) (App
 		c := func(i int) int { return int(msgInt(arr[2+i])) }
 		res.Add(ApplyResult{Applied: c(0), Stale: c(1), ParentNotFound: c(2), BlockNotFound: c(3), Gaps: c(4), Restarts: c(5),
 			BlockSizeMismatch: c(6), UnknownWorker: c(7), StoredBlocks: c(8), RemovedBlocks: c(9)})
+		if next < len(chunk) {
+			clear(pred) // a predicted parent was wrong (or the chunk's rest is unknown): read them again
+		}
 		if next == 0 {
 			if stuck++; stuck > 16 {
 				return res, fmt.Errorf("statestore: redis apply_events: parent mapping keeps changing under a concurrent writer of worker %q", b.WorkerID)
@@ -153,9 +164,11 @@ func (r *Redis) applyRun(ctx context.Context, b EventBatch, events []Event) (App
 	return res, nil
 }
 
-func (r *Redis) applyArgs(ctx context.Context, b EventBatch, chunk []Event) ([]string, error) {
-	// Pass 1: which parents are not produced inside the chunk?
-	local := map[parentRef]uint64{} // engine hashes stored earlier in the chunk → predicted seq
+// applyArgs builds one apply_events call for chunk. pred holds the sequence hashes earlier calls of the
+// batch stored (see predictions); it is updated with this chunk's, as if the call applies it whole.
+func (r *Redis) applyArgs(ctx context.Context, b EventBatch, chunk []Event, pred predictions) ([]string, error) {
+	// Pass 1: which parents are neither produced inside the chunk nor predicted by an earlier call?
+	local := pred // engine hashes stored earlier (this batch) → predicted seq
 	produced := map[parentRef]bool{}
 	var need []parentRef
 	for i := range chunk {
@@ -164,7 +177,7 @@ func (r *Redis) applyArgs(ctx context.Context, b EventBatch, chunk []Event) ([]s
 		case EventStored:
 			if ev.HasParent {
 				k := parentRef{ev.DPRank, ev.Parent}
-				if !produced[k] {
+				if _, known := local[k]; !produced[k] && !known {
 					need = append(need, k)
 				}
 			}

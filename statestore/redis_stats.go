@@ -185,8 +185,9 @@ type SlowlogSummary struct {
 	// ThresholdUs is the smallest slowlog-log-slower-than over the nodes, µs (calls slower than it are
 	// logged).
 	ThresholdUs int64 `json:"threshold_us"`
-	// Logged counts entries after the mark whose arguments mention Match (every entry when Match is "");
-	// MaxUs is the longest of them, µs.
+	// Logged counts entries after the mark whose arguments mention Match (every entry when Match is ""),
+	// calls made by clients only: Redis also logs the commands a script runs, but those are part of
+	// their call. MaxUs is the longest of them, µs.
 	Logged int   `json:"logged"`
 	MaxUs  int64 `json:"max_us"`
 	// Truncated: more entries were logged than the log retains (slowlog-max-len), so Logged and MaxUs
@@ -218,6 +219,9 @@ type SlowlogEntry struct {
 type slowEntry struct {
 	id, unix, us int64
 	args         []string
+	// inner: a command a script or function ran (client "?:0", Redis's Lua client), logged on its own
+	// but part of its enclosing call, which is logged too when it is as slow.
+	inner bool
 }
 
 // slowlog reads up to max entries of a node's SLOWLOG, newest first.
@@ -240,6 +244,10 @@ func (r *Redis) slowlog(ctx context.Context, addr string, max int64) ([]slowEntr
 		e.id, _ = f[0].AsInt64()
 		e.unix, _ = f[1].AsInt64()
 		e.us, _ = f[2].AsInt64()
+		if len(f) > 4 {
+			peer, _ := f[4].ToString()
+			e.inner = strings.HasPrefix(peer, "?")
+		}
 		args, _ := f[3].ToArray()
 		for _, a := range args {
 			s, _ := a.ToString()
@@ -289,7 +297,7 @@ func (r *Redis) SlowlogSince(ctx context.Context, mark SlowlogMark, match string
 				break
 			}
 			oldest = e.id
-			if match == "" || argsContain(e.args, match) {
+			if !e.inner && (match == "" || argsContain(e.args, match)) {
 				s.Logged++
 				s.MaxUs = max(s.MaxUs, e.us)
 				if len(s.Entries) < MaxSlowlogEntries {
