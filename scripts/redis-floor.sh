@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# redis-floor.sh — the Redis CPU a request costs on this machine before any kvrouter work: the floor
+# under SPEC §9's per-decision target (a decision is two requests, route then done, each an FCALL with
+# the pool's 26 keys).
+#
+#   scripts/redis-floor.sh PORT [REQUESTS]
+#
+# Starts its own redis-server on PORT (never one it did not start; pinned to the last CPU at real-time
+# priority when run as root, like scripts/bench-tail.sh), loads a one-function library whose function
+# returns at once, and measures with redis-benchmark, for 1 and 16 clients, the Redis CPU per request
+# (INFO used_cpu_user + used_cpu_sys delta over the run / requests, as `kvrouter bench` does) of:
+#   PING · HGET of a small hash · FCALL of the no-op with 0 keys · FCALL of the no-op with 26 keys
+#   (the length of kvrouter's key list, names as long as a pool's).
+# Prints one line per (request, clients) and the load average.
+set -euo pipefail
+port="${1:?usage: scripts/redis-floor.sh PORT [REQUESTS]}"
+n="${2:-50000}"
+if redis-cli -p "$port" ping >/dev/null 2>&1; then
+  echo "redis-floor: something already listens on $port; pick a free port" >&2
+  exit 2
+fi
+pin=()
+if [[ $(id -u) -eq 0 && $(nproc) -ge 2 ]]; then pin=(taskset -c "$(($(nproc) - 1))" chrt -f 10); fi
+dir=$(mktemp -d)
+"${pin[@]}" redis-server --port "$port" --save '' --appendonly no --daemonize yes --logfile "$dir/log"
+trap 'redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
+for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+redis-cli -p "$port" function load "#!lua name=kvrouter_floor
+redis.register_function('kvrouter_floor_nop', function(keys, args) return 0 end)" >/dev/null
+redis-cli -p "$port" hset floor:h a 1 b 2 >/dev/null
+keys=()
+for k in cfg ro wk seen lv fence sc orph nd dead ls lx ss sx e: g: s: wz hc hu sy lz lc sz lp tc; do
+  keys+=("kvr:{706f6f6c2d6e616d652d6f662d747970696361]:$k")
+done
+cpu() { redis-cli -p "$port" info cpu | awk -F: '/used_cpu_(user|sys):/ { s += $2 } END { printf "%.6f", s }'; }
+measure() { # name clients cmd…
+  local name=$1 c=$2
+  shift 2
+  local a b
+  a=$(cpu)
+  redis-benchmark -p "$port" -n "$n" -c "$c" -q "$@" >/dev/null 2>&1
+  b=$(cpu)
+  awk -v a="$a" -v b="$b" -v n="$n" -v name="$name" -v c="$c" \
+    'BEGIN { printf "%-28s clients %-3s %7.2f µs of Redis CPU per request\n", name, c, (b - a) / n * 1e6 }'
+}
+echo "redis-floor: $(redis-server --version | awk '{print $3}'), $n requests each, load $(cut -d' ' -f1-3 /proc/loadavg)"
+for c in 1 16; do
+  measure PING "$c" PING
+  measure "HGET (small hash)" "$c" HGET floor:h a
+  measure "FCALL no-op, 0 keys" "$c" FCALL kvrouter_floor_nop 0
+  measure "FCALL no-op, 26 keys" "$c" FCALL kvrouter_floor_nop 26 "${keys[@]}"
+done
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
