@@ -18,6 +18,24 @@ import (
 
 // fleetWorkerIDs returns n distinct worker ids whose byte order differs from their creation order
 // (mixed lengths, upper case, punctuation, multi-byte UTF-8), so paging must follow byte order.
+// wantPages is the number of pages listing every worker takes with this limit under the stores' rule
+// (statestore.WorkersQuery): whole workers, at most limit of them and MaxWorkersPageRanks ranks unless
+// the page has one worker. dp(i) is the dp size of ids[i]; sorted is ids in listing order.
+func wantPages(ids, sorted []string, dp func(i int) int, limit int) int {
+	size := map[string]int{}
+	for i, id := range ids {
+		size[id] = dp(i)
+	}
+	pages, workers, ranks := 0, 0, 0
+	for _, id := range sorted {
+		if workers == 0 || workers == limit || ranks+size[id] > statestore.MaxWorkersPageRanks {
+			pages, workers, ranks = pages+1, 0, 0
+		}
+		workers, ranks = workers+1, ranks+size[id]
+	}
+	return pages
+}
+
 func fleetWorkerIDs(n int) []string {
 	ids := make([]string, n)
 	for i := range ids {
@@ -160,6 +178,17 @@ func TestWorkersPagingFleet(t *testing.T) {
 				if len(pg.Workers) > limit {
 					t.Fatalf("page %d: %d workers > limit %d", calls, len(pg.Workers), limit)
 				}
+				ranks := 0
+				for _, raw := range pg.Workers {
+					var w struct{ Ranks []json.RawMessage }
+					if err := json.Unmarshal(raw, &w); err != nil {
+						t.Fatal(err)
+					}
+					ranks += len(w.Ranks)
+				}
+				if len(pg.Workers) > 1 && ranks > statestore.MaxWorkersPageRanks {
+					t.Fatalf("page %d: %d ranks > %d", calls, ranks, statestore.MaxWorkersPageRanks)
+				}
 				for _, raw := range pg.Workers {
 					id, c := stableWorker(t, raw)
 					got = append(got, id)
@@ -173,7 +202,7 @@ func TestWorkersPagingFleet(t *testing.T) {
 				}
 				after = *pg.Next
 			}
-			if want := (n + limit - 1) / limit; calls != want {
+			if want := wantPages(ids, sorted, func(i int) int { return 1 + i%4 }, limit); calls != want {
 				t.Errorf("%d pages, want %d", calls, want)
 			}
 			if strings.Join(got, "\n") != strings.Join(sorted, "\n") {
