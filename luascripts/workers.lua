@@ -17,7 +17,8 @@
 --        statestore/redis_workers.go decodes it (decodeWorkersPage; RREC mirrored by rosterRec).
 -- Complexity: O(expired leases) (release_expired, amortised: each lease is released once) + O(log W) roster
 -- reads to find the page's first candidate + O(ranks listed) for the page: one GETRANGE of loads per roster
--- chunk the page touches (CH = 64 candidates), 7 HMGETs for the whole page, and per rank one struct.unpack
+-- chunk the page touches (CH = 64 candidates), 5 HMGETs for the whole page (and HLEN + HGETALL or HMGET
+-- for each of hc and hu, whichever reads less: they hold only failing workers), and per rank one struct.unpack
 -- and five field names. The reply is flat (bytes and arrays of strings): no nested table per worker or rank,
 -- no number conversion in Lua (docs/PERFORMANCE.md "Per-call bounds at 4,096 workers").
 bind(KEYS)
@@ -103,5 +104,17 @@ local function hmget_all(key, fields)
   end
   return res
 end
-return {'ok', nxt, table.concat(recs), table.concat(loads), urls, hmget_all(K_SEEN, wids), hmget_all(K_HC, wids),
-  hmget_all(K_HU, wids), hmget_all(K_FENCE, ff), hmget_all(K_SC, hf), hmget_all(K_TC, tf), wids}
+-- hget_sparse: hmget_all for a hash of few entries (hc, hu: only the workers with failed forwards): when it
+-- holds at most half as many entries as there are fields, one HGETALL and a local look-up per field (a
+-- page's HMGET of 128 absent fields costs more than the whole hash of a healthy pool).
+local function hget_sparse(key, fields)
+  local n = redis.call('HLEN', key)
+  if n == 0 then return {} end
+  if 2 * n > #fields then return hmget_all(key, fields) end
+  local all, m, res = redis.call('HGETALL', key), {}, {}
+  for x = 1, #all, 2 do m[all[x]] = all[x + 1] end
+  for x = 1, #fields do res[x] = m[fields[x]] or false end
+  return res
+end
+return {'ok', nxt, table.concat(recs), table.concat(loads), urls, hmget_all(K_SEEN, wids), hget_sparse(K_HC, wids),
+  hget_sparse(K_HU, wids), hmget_all(K_FENCE, ff), hmget_all(K_SC, hf), hmget_all(K_TC, tf), wids}
