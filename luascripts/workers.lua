@@ -13,14 +13,16 @@
 --         loads: 24 bytes per record, same order (lv's bytes: prefill tokens, decode blocks, requests, f64),
 --         {url per worker}, {last_seen ms per worker | nil}, {consecutive failures per worker | nil},
 --         {hu's '>ddd' per worker | nil}, {epoch, last event id, degraded per rank: 3 per record | nil},
---         {held blocks per rank | nil}, {tc's '>dddddd' per rank | nil}, {worker id per worker}}.
+--         {held blocks per rank | nil}, {tc's '>dddddd' per rank | nil}, {worker id per worker}}; a field array
+--         is empty when its hash does not exist (every field absent).
 --        statestore/redis_workers.go decodes it (decodeWorkersPage; RREC mirrored by rosterRec).
 -- Complexity: O(expired leases) (release_expired, amortised: each lease is released once) + O(log W) roster
 -- reads to find the page's first candidate + O(ranks listed) for the page: one GETRANGE of loads per roster
--- chunk the page touches (CH = 64 candidates), 5 HMGETs for the whole page (and HLEN + HGETALL or HMGET
--- for each of hc and hu, whichever reads less: they hold only failing workers), and per rank one struct.unpack
--- and five field names. The reply is flat (bytes and arrays of strings): no nested table per worker or rank,
--- no number conversion in Lua (docs/PERFORMANCE.md "Per-call bounds at 4,096 workers").
+-- chunk the page touches (CH = 64 candidates), 4 HMGETs for the whole page (seen, fence, sc, tc; EXISTS
+-- first) and HLEN + HGETALL or HMGET for each of hc and hu (whichever reads less: they hold only failing
+-- workers), and per rank one struct.unpack and five field names. The reply is flat (bytes and arrays of strings): no nested table per worker or rank,
+-- no reply value converted in Lua: Go parses the stored strings and bytes (docs/PERFORMANCE.md "Per-call
+-- bounds at 4,096 workers (branch wlist)").
 bind(KEYS)
 local now, after, limit, rmax = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local refused = pool_check()
