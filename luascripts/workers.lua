@@ -108,7 +108,7 @@ local function hmget_all(key, fields)
 end
 -- hget_sparse: hmget_all for a hash of few entries (hc, hu: only the workers with failed forwards): when it
 -- holds at most half as many entries as there are fields, one HGETALL and a local look-up per field (a
--- page's HMGET of 128 absent fields costs more than the whole hash of a healthy pool).
+-- page's HMGET of 64 absent fields costs more than the whole hash of a healthy pool).
 local function hget_sparse(key, fields)
   local n = redis.call('HLEN', key)
   if n == 0 then return {} end

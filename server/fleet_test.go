@@ -36,6 +36,22 @@ func wantPages(ids, sorted []string, dp func(i int) int, limit int) int {
 	return pages
 }
 
+// firstPage is how many workers the first page holds with this limit under the same rule.
+func firstPage(ids, sorted []string, dp func(i int) int, limit int) int {
+	size := map[string]int{}
+	for i, id := range ids {
+		size[id] = dp(i)
+	}
+	workers, ranks := 0, 0
+	for _, id := range sorted {
+		if workers == limit || (workers > 0 && ranks+size[id] > statestore.MaxWorkersPageRanks) {
+			break
+		}
+		workers, ranks = workers+1, ranks+size[id]
+	}
+	return workers
+}
+
 func fleetWorkerIDs(n int) []string {
 	ids := make([]string, n)
 	for i := range ids {
@@ -163,10 +179,11 @@ func TestWorkersPagingFleet(t *testing.T) {
 				}
 			}
 
-			// without limit: the first DefaultWorkersPage workers and a cursor
+			// without limit: the first DefaultWorkersPage workers (fewer when their ranks pass
+			// MaxWorkersPageRanks: the stores' rule, firstPage) and a cursor
 			first := getWorkersPage(t, base, "fleet", "", 0)
-			if len(first.Workers) != statestore.DefaultWorkersPage || *first.Next == "" {
-				t.Fatalf("no limit: %d workers, next %q; want %d and a cursor", len(first.Workers), *first.Next, statestore.DefaultWorkersPage)
+			if want := firstPage(ids, sorted, func(i int) int { return 1 + i%4 }, statestore.DefaultWorkersPage); len(first.Workers) != want || *first.Next == "" {
+				t.Fatalf("no limit: %d workers, next %q; want %d and a cursor", len(first.Workers), *first.Next, want)
 			}
 			// page through with an odd limit
 			const limit = 97

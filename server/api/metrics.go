@@ -201,7 +201,7 @@ const DefaultMetricsMaxWorkers = 256
 //
 // A scrape reads every worker of every pool to sum the pool gauges, page by page (statestore
 // DefaultWorkersPage workers per store call: each call bounded, ceil(W / 32) calls per pool, more for
-// workers of over 4 dp ranks: a page holds at most statestore.MaxWorkersPageRanks ranks).
+// workers of over 2 dp ranks: a page holds at most statestore.MaxWorkersPageRanks ranks).
 type WorkerCollector struct {
 	rt         *core.Router
 	timeout    time.Duration
