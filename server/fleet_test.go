@@ -117,7 +117,8 @@ func stableWorker(t *testing.T, raw json.RawMessage) (string, string) {
 
 // TestWorkersPagingFleet (issue 15): a few thousand workers (4,096 without -short) registered on each
 // store, listed through GET /v1/workers over a real socket page by page: every worker exactly once, in byte
-// order, no page over its limit, a request without limit gets the first DefaultWorkersPage plus next, and
+// order, no page over its limit or over MaxWorkersPageRanks ranks (the page count and the first page as the
+// stores' rule gives them: wantPages, firstPage), a request without limit gets the first page plus next, and
 // the memory store's and Redis's pages are identical. Then /metrics at that size: per-worker series capped
 // by --metrics-max-workers, pool sums over every worker. Redis SLOWLOG (> 1 ms) during the paging is
 // logged, not asserted (timing on a shared box; `kvrouter bench workers` measures it).

@@ -156,10 +156,11 @@ func ttftShown(s TTFTState) *TTFTState {
 // work is bounded by ranks, whatever the pool's size or the workers' dp sizes (issue 15, SPEC §8: in Redis
 // one workers.lua call of O(ranks listed), the largest page under 1 ms of Redis time at 4,096 workers of
 // up to 8 ranks: docs/PERFORMANCE.md "Per-call bounds at 4,096 workers (branch wlist)"). A limit above
-// the rank bound is not an error: the page is shorter and Next is set. Why 64: each listed rank costs a
-// few field reads and a worker about as much again (~2 and ~2 µs of Redis time, least-preempted, loaded box);
-// 64 single-rank workers with their fences took 0.38–0.44 ms median there, 128 took 0.65–0.82 ms and went
-// over 1 ms at the 90th percentile. DefaultWorkersPage workers fit when they have at most 2 ranks each.
+// the rank bound is not an error: the page is shorter and Next is set. Why 64: a listed rank costs ~2 µs
+// of Redis time (its field reads, least-preempted on the loaded 2-core box) and a listed worker about as
+// much again; 64 single-rank workers with their fences took 0.38–0.44 ms median there, 128 took 0.65–0.82
+// ms and went over 1 ms at the 90th percentile. DefaultWorkersPage workers fit when they have at most 2
+// ranks each. A single worker of more than MaxWorkersPageRanks ranks (up to MaxDPSize) is a longer page.
 const (
 	DefaultWorkersPage  = 32
 	MaxWorkersPage      = 1000
