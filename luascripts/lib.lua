@@ -208,7 +208,7 @@ local S = {RID = 1, WID = 2, GEN = 3, ACTIVE = 4, IDLE = 5}
 -- chunks holding the worker's ranks (roster_replace): O(CH + dp) Lua work, O(W/CH) for the directory.
 -- RREC is one candidate's record, RW its width; ROFF are byte offsets of its fields within the record.
 local RREC, RW = '>I4I4I4ddbI4I4I4I4', 45
-local ROFF = {RID = 4, MNBT = 12, TKV = 20, WID = 29}
+local ROFF = {RID = 4, RANK = 8, MNBT = 12, TKV = 20, KVE = 28, WID = 29, URL = 37}
 local CH = 64   -- candidates per chunk (split above; a chunk under CH/2 absorbs its successor when both fit)
 -- ZL: zero loads of one candidate, built on first use (FUNCTION LOAD's top level has no `string`).
 local ZL = nil

@@ -3,88 +3,120 @@
 --
 -- KEYS: the pool's key list (see lib.lua; the body starts with bind(KEYS)).
 -- ARGV: [1] now, ms  [2] after: list the workers whose id sorts after this one ('' = from the first)
---       [3] limit: most workers in the page (>= 1; statestore clamps it to MaxWorkersPage).
--- Reply: {'unknown_pool'} | {'layout_mismatch', found layout} | {'ok', next ('' = no worker follows, else the
---          page's last id: the cursor for the next page), {wid, url, dp, tkv, mnbt, kve, last_seen,
---          {{prefill, decode, requests, held, last_event_id ('' none), epoch, degraded 0|1,
---            ttft calibration ('>dddddd' as stored in tc, '' none)}...},
---          {consecutive_failures, unhealthy_until_ms, probe_until_ms, backoff_ms}}...}.
+--       [3] limit: most workers in the page (>= 1)  [4] max ranks: the page stops before a worker whose
+--       ranks would take it past this many, unless it is the page's first (statestore: limit <=
+--       MaxWorkersPage, max ranks = MaxWorkersPageRanks; the memory store applies the same rule).
+-- Reply: {'unknown_pool'} | {'layout_mismatch', found layout} |
+--        {'ok', next ('' = no worker follows, else the page's last id: the cursor for the next page),
+--         recs: the page's roster records (lib.lua's RREC, RW bytes each, candidate order: a worker's ranks
+--               are consecutive, dp rank 0 first; its string offsets are not meaningful here),
+--         loads: 24 bytes per record, same order (lv's bytes: prefill tokens, decode blocks, requests, f64),
+--         {url per worker}, {last_seen ms per worker | nil}, {consecutive failures per worker | nil},
+--         {hu's '>ddd' per worker | nil}, {epoch, last event id, degraded per rank: 3 per record | nil},
+--         {held blocks per rank | nil}, {tc's '>dddddd' per rank | nil}, {worker id per worker}}; a field array
+--         is empty when its hash does not exist (every field absent).
+--        statestore/redis_workers.go decodes it (decodeWorkersPage; RREC mirrored by rosterRec).
 -- Complexity: O(expired leases) (release_expired, amortised: each lease is released once) + O(log W) roster
--- reads to find the page's first rank + O(limit · dp) for the page (7 HMGETs for the page, one GETRANGE per
--- rank); nothing else grows with the pool.
--- The roster is read only through lib.lua's accessors (ros().n, rwid, rid_locate, ld_read): the page's ranks
--- are consecutive candidates (candidate order = worker id bytes, then dp rank = wz's order), so after a binary
--- search for the first one every rank's position is rid_locate's O(1) hint.
+-- reads to find the page's first candidate + O(ranks listed) for the page: one GETRANGE of loads per roster
+-- chunk the page touches (CH = 64 candidates), 4 HMGETs for the whole page (seen, fence, sc, tc; EXISTS
+-- first) and HLEN + HGETALL or HMGET for each of hc and hu (whichever reads less: they hold only failing
+-- workers), and per rank one struct.unpack and five field names. The reply is flat (bytes and arrays of strings): no nested table per worker or rank,
+-- no reply value converted in Lua: Go parses the stored strings and bytes (docs/PERFORMANCE.md "Per-call
+-- bounds at 4,096 workers (branch wlist)").
 bind(KEYS)
-local now, after, limit = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
+local now, after, limit, rmax = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local refused = pool_check()
 if refused then return refused end
 release_expired(now)
-local ids = redis.call('ZRANGE', K_WZ, after == '' and '-' or '(' .. after, '+', 'BYLEX', 'LIMIT', 0, limit + 1)
-local nxt = ''
-if #ids > limit then
-  ids[#ids] = nil
-  nxt = ids[#ids]
-end
-local out = {'ok', nxt}
-if #ids == 0 then return out end
+local R = ros()
 
--- hint: roster index of the page's first candidate (the first whose worker id is not below ids[1], in
--- byte order: lib.lua's wid_lt).
-local lo, hi = 1, ros().n + 1
-while lo < hi do
-  local mid = math.floor((lo + hi) / 2)
-  if wid_lt(rwid(mid), ids[1]) then lo = mid + 1 else hi = mid end
+-- the page's first candidate: the first whose worker id sorts after `after` (lib.lua's wid_lt: byte order)
+local lo, hi = 1, R.n + 1
+if after ~= '' then
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    if wid_lt(after, rwid(mid)) then hi = mid else lo = mid + 1 end
+  end
 end
-local hint = lo
+
+-- Walk the roster from candidate lo: whole workers (a worker's ranks are consecutive, rank 0 first), at most
+-- limit of them and rmax ranks unless the page has one worker. A worker is taken as its rank 0 is met and
+-- dropped again (with the ranks walked so far) as soon as it takes the page past rmax: no look-ahead, and
+-- at most rmax + 1 ranks walked beyond the page's first worker. Per rank: the HMGET field names of its
+-- fence, held blocks and calibration.
+local wids, urls, ff, hf, tf = {}, {}, {}, {}, {}
+local nxt, nr, nw, w0 = '', 0, 0, 0   -- ranks taken, workers taken, ranks before the last worker
+local i, full = lo, false
+while i <= R.n and not full do
+  local c, j = rloc(i)
+  local C = rch(c)
+  while j <= C.n do
+    local off = C.rb + (j - 1) * RW
+    local slot, rid, rank = struct.unpack('>I4I4I4', C.s, off)
+    if rank == 0 then   -- a new worker
+      if nw == limit then
+        nxt, full = wids[nw], true
+        break
+      end
+      local wo, wl, uo, ul = struct.unpack('>I4I4I4I4', C.s, off + ROFF.WID)
+      nw, w0 = nw + 1, nr
+      wids[nw], urls[nw] = string.sub(C.s, C.str + wo, C.str + wo + wl - 1), string.sub(C.s, C.str + uo, C.str + uo + ul - 1)
+    end
+    if nw > 1 and nr >= rmax then   -- this worker does not fit: drop it, the page ends before it
+      for x = nr, w0 + 1, -1 do ff[3 * x - 2], ff[3 * x - 1], ff[3 * x], hf[x], tf[x] = nil, nil, nil, nil, nil end
+      wids[nw], urls[nw] = nil, nil
+      nw, nr = nw - 1, w0
+      nxt, full = wids[nw], true
+      break
+    end
+    local r = string.format('%d', rid)   -- (format: ~40 % cheaper than '' .. rid, Lua's '%.14g')
+    nr = nr + 1
+    ff[3 * nr - 2], ff[3 * nr - 1], ff[3 * nr] = 'e' .. r, 'i' .. r, 'g' .. r
+    hf[nr], tf[nr] = string.format('h%d', slot), r
+    i, j = i + 1, j + 1
+  end
+end
+if nw == 0 then return {'ok', '', '', '', {}, {}, {}, {}, {}, {}, {}, {}} end
+
+-- the page is candidates lo .. lo + nr - 1: its records and loads, one slice and one GETRANGE per chunk
+local recs, loads = {}, {}
+i = lo
+while i < lo + nr do
+  local c, j = rloc(i)
+  local C = rch(c)
+  local m = math.min(C.n - j + 1, lo + nr - i)   -- candidates of the page in this chunk
+  recs[#recs + 1] = string.sub(C.s, C.rb + (j - 1) * RW, C.rb + (j - 1 + m) * RW - 1)
+  local v = redis.call('GETRANGE', K_LD .. ':' .. R.cid[c], (j - 1) * 24, (j - 1 + m) * 24 - 1)
+  if #v ~= m * 24 then v = string.rep(zl(), m) end   -- a missing loads chunk reads as zero loads
+  loads[#loads + 1] = v
+  i = i + m
+end
 
 -- hmget_all: HMGET of many fields, in calls of at most 4,000 (unpack's stack limit); false for a missing one.
+-- {} (every field missing) when the hash does not exist: hc, hu (health) and tc (calibration) are empty in
+-- a healthy pool without cost_model ttft, and one EXISTS is cheaper than a page of fields.
 local function hmget_all(key, fields)
+  if redis.call('EXISTS', key) == 0 then return {} end
   local res = {}
   for from = 1, #fields, 4000 do
     local to = from + 3999
     if to > #fields then to = #fields end
     local v = redis.call('HMGET', key, unpack(fields, from, to))
-    for j = 1, #v do res[from + j - 1] = v[j] end
+    for x = 1, #v do res[from + x - 1] = v[x] end
   end
   return res
 end
--- per-worker and per-rank hash fields of the whole page in one HMGET each (not one call per rank)
-local wps = hmget_all(K_WK, ids)
-local seen = hmget_all(K_SEEN, ids)
-local hcs = hmget_all(K_HC, ids)
-local hus = hmget_all(K_HU, ids)
-local ws, ff, hf, tf = {}, {}, {}, {}
-for k = 1, #ids do
-  local w = cmsgpack.unpack(wps[k])
-  ws[k] = w
-  for r = 1, w[W.DP] do
-    local rid = w[W.RIDS][r]
-    ff[#ff + 1], ff[#ff + 2], ff[#ff + 3] = 'e' .. rid, 'i' .. rid, 'g' .. rid
-    hf[#hf + 1] = 'h' .. w[W.SLOTS][r]
-    tf[#tf + 1] = '' .. rid
-  end
+-- hget_sparse: hmget_all for a hash of few entries (hc, hu: only the workers with failed forwards): when it
+-- holds at most half as many entries as there are fields, one HGETALL and a local look-up per field (a
+-- page's HMGET of 64 absent fields costs more than the whole hash of a healthy pool).
+local function hget_sparse(key, fields)
+  local n = redis.call('HLEN', key)
+  if n == 0 then return {} end
+  if 2 * n > #fields then return hmget_all(key, fields) end
+  local all, m, res = redis.call('HGETALL', key), {}, {}
+  for x = 1, #all, 2 do m[all[x]] = all[x + 1] end
+  for x = 1, #fields do res[x] = m[fields[x]] or false end
+  return res
 end
-local fence = hmget_all(K_FENCE, ff)
-local held = hmget_all(K_SC, hf)
-local tcs = hmget_all(K_TC, tf)   -- cost_model ttft calibration per rank (absent: none)
-local j = 0   -- ranks listed so far
-for k, id in ipairs(ids) do
-  local w = ws[k]
-  local ranks = {}
-  for r = 1, w[W.DP] do
-    j = j + 1
-    local i = rid_locate(w[W.RIDS][r], hint)
-    local prefill, decode, requests   -- nil (the rank left the roster) encodes as no value
-    if i then
-      prefill, decode, requests = ld_read(i)
-      hint = i + 1
-    end
-    ranks[r] = {tonumber(prefill), tonumber(decode), tonumber(requests), tonumber(held[j] or '0'),
-      fence[3 * j - 1] or '', fence[3 * j - 2] or '', fence[3 * j] == '1' and 1 or 0, tcs[j] or ''}
-  end
-  local h = {tonumber(hcs[k] or '0'), 0, 0, 0}
-  if hus[k] then h[2], h[3], h[4] = struct.unpack('>ddd', hus[k]) end
-  out[#out + 1] = {id, w[W.URL], w[W.DP], w[W.TKV], w[W.MNBT], w[W.KVE], tonumber(seen[k] or '0'), ranks, h}
-end
-return out
+return {'ok', nxt, table.concat(recs), table.concat(loads), urls, hmget_all(K_SEEN, wids), hget_sparse(K_HC, wids),
+  hget_sparse(K_HU, wids), hmget_all(K_FENCE, ff), hmget_all(K_SC, hf), hmget_all(K_TC, tf), wids}

@@ -18,6 +18,40 @@ import (
 
 // fleetWorkerIDs returns n distinct worker ids whose byte order differs from their creation order
 // (mixed lengths, upper case, punctuation, multi-byte UTF-8), so paging must follow byte order.
+// wantPages is the number of pages listing every worker takes with this limit under the stores' rule
+// (statestore.WorkersQuery): whole workers, at most limit of them and MaxWorkersPageRanks ranks unless
+// the page has one worker. dp(i) is the dp size of ids[i]; sorted is ids in listing order.
+func wantPages(ids, sorted []string, dp func(i int) int, limit int) int {
+	size := map[string]int{}
+	for i, id := range ids {
+		size[id] = dp(i)
+	}
+	pages, workers, ranks := 0, 0, 0
+	for _, id := range sorted {
+		if workers == 0 || workers == limit || ranks+size[id] > statestore.MaxWorkersPageRanks {
+			pages, workers, ranks = pages+1, 0, 0
+		}
+		workers, ranks = workers+1, ranks+size[id]
+	}
+	return pages
+}
+
+// firstPage is how many workers the first page holds with this limit under the same rule.
+func firstPage(ids, sorted []string, dp func(i int) int, limit int) int {
+	size := map[string]int{}
+	for i, id := range ids {
+		size[id] = dp(i)
+	}
+	workers, ranks := 0, 0
+	for _, id := range sorted {
+		if workers == limit || (workers > 0 && ranks+size[id] > statestore.MaxWorkersPageRanks) {
+			break
+		}
+		workers, ranks = workers+1, ranks+size[id]
+	}
+	return workers
+}
+
 func fleetWorkerIDs(n int) []string {
 	ids := make([]string, n)
 	for i := range ids {
@@ -83,7 +117,8 @@ func stableWorker(t *testing.T, raw json.RawMessage) (string, string) {
 
 // TestWorkersPagingFleet (issue 15): a few thousand workers (4,096 without -short) registered on each
 // store, listed through GET /v1/workers over a real socket page by page: every worker exactly once, in byte
-// order, no page over its limit, a request without limit gets the first DefaultWorkersPage plus next, and
+// order, no page over its limit or over MaxWorkersPageRanks ranks (the page count and the first page as the
+// stores' rule gives them: wantPages, firstPage), a request without limit gets the first page plus next, and
 // the memory store's and Redis's pages are identical. Then /metrics at that size: per-worker series capped
 // by --metrics-max-workers, pool sums over every worker. Redis SLOWLOG (> 1 ms) during the paging is
 // logged, not asserted (timing on a shared box; `kvrouter bench workers` measures it).
@@ -145,10 +180,11 @@ func TestWorkersPagingFleet(t *testing.T) {
 				}
 			}
 
-			// without limit: the first DefaultWorkersPage workers and a cursor
+			// without limit: the first DefaultWorkersPage workers (fewer when their ranks pass
+			// MaxWorkersPageRanks: the stores' rule, firstPage) and a cursor
 			first := getWorkersPage(t, base, "fleet", "", 0)
-			if len(first.Workers) != statestore.DefaultWorkersPage || *first.Next == "" {
-				t.Fatalf("no limit: %d workers, next %q; want %d and a cursor", len(first.Workers), *first.Next, statestore.DefaultWorkersPage)
+			if want := firstPage(ids, sorted, func(i int) int { return 1 + i%4 }, statestore.DefaultWorkersPage); len(first.Workers) != want || *first.Next == "" {
+				t.Fatalf("no limit: %d workers, next %q; want %d and a cursor", len(first.Workers), *first.Next, want)
 			}
 			// page through with an odd limit
 			const limit = 97
@@ -159,6 +195,17 @@ func TestWorkersPagingFleet(t *testing.T) {
 				calls++
 				if len(pg.Workers) > limit {
 					t.Fatalf("page %d: %d workers > limit %d", calls, len(pg.Workers), limit)
+				}
+				ranks := 0
+				for _, raw := range pg.Workers {
+					var w struct{ Ranks []json.RawMessage }
+					if err := json.Unmarshal(raw, &w); err != nil {
+						t.Fatal(err)
+					}
+					ranks += len(w.Ranks)
+				}
+				if len(pg.Workers) > 1 && ranks > statestore.MaxWorkersPageRanks {
+					t.Fatalf("page %d: %d ranks > %d", calls, ranks, statestore.MaxWorkersPageRanks)
 				}
 				for _, raw := range pg.Workers {
 					id, c := stableWorker(t, raw)
@@ -173,7 +220,7 @@ func TestWorkersPagingFleet(t *testing.T) {
 				}
 				after = *pg.Next
 			}
-			if want := (n + limit - 1) / limit; calls != want {
+			if want := wantPages(ids, sorted, func(i int) int { return 1 + i%4 }, limit); calls != want {
 				t.Errorf("%d pages, want %d", calls, want)
 			}
 			if strings.Join(got, "\n") != strings.Join(sorted, "\n") {

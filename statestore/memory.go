@@ -410,7 +410,8 @@ func (m *Memory) Workers(ctx context.Context, pool string, now int64) ([]WorkerI
 	return AllWorkers(ctx, m, pool, now)
 }
 
-// ListWorkers implements Store: O(log W) to find the page in the sorted roster, then O(limit · dp_size).
+// ListWorkers implements Store: O(log W) to find the page in the sorted roster, then O(ranks listed): at
+// most limit workers and MaxWorkersPageRanks ranks, the rule workers.lua applies (WorkersQuery).
 func (m *Memory) ListWorkers(_ context.Context, pool string, q WorkersQuery, now int64) (WorkerPage, error) {
 	p, err := m.pool(pool)
 	if err != nil {
@@ -424,17 +425,18 @@ func (m *Memory) ListWorkers(_ context.Context, pool string, q WorkersQuery, now
 	i := sort.Search(len(ros), func(i int) bool { return ros[i].worker.spec.WorkerID > q.After })
 	limit := q.limit()
 	out := make([]WorkerInfo, 0, min(limit, len(p.workers)))
-	next := ""
+	next, ranks := "", 0
 	for ; i < len(ros); i++ {
 		r := ros[i]
 		if r.rank != 0 { // a worker's ranks are consecutive in the roster, rank 0 first
 			continue
 		}
-		if len(out) == limit {
-			next = out[limit-1].WorkerID
+		w := r.worker
+		if len(out) == limit || (len(out) > 0 && ranks+len(w.ranks) > MaxWorkersPageRanks) {
+			next = out[len(out)-1].WorkerID
 			break
 		}
-		w := r.worker
+		ranks += len(w.ranks)
 		info := WorkerInfo{WorkerSpec: w.spec, KVEventsEffective: p.kvEvents(w), Live: p.live(w, now), LastSeenMs: w.lastSeen,
 			Health: w.health.info(now, p.cfg.UnhealthyAfter)}
 		if info.DPSize == 0 {

@@ -64,7 +64,8 @@ type workerLister interface {
 }
 
 // AllWorkers lists every worker of a pool by pages of DefaultWorkersPage (Store.Workers of both stores):
-// each store call stays short (ceil(W / 64) calls); the caller holds O(W) in memory.
+// each store call stays short (at least ceil(W / 32) calls, more when workers have over 2 ranks: the
+// MaxWorkersPageRanks bound); the caller holds O(W) in memory.
 func AllWorkers(ctx context.Context, s workerLister, pool string, nowMs int64) ([]WorkerInfo, error) {
 	var out []WorkerInfo
 	q := WorkersQuery{}

@@ -150,14 +150,21 @@ func ttftShown(s TTFTState) *TTFTState {
 }
 
 // Pages of GET /v1/workers (Store.ListWorkers): DefaultWorkersPage workers unless a limit is given, at
-// most MaxWorkersPage, so one listing call's work is bounded however large the pool (issue 15; in Redis
-// one script call of O(limit · dp_size): ~13-16 µs of Redis CPU per listed rank even on a quiet 2-core box
-// (BenchmarkRedisWorkersPage: a 64-worker page ~0.9-1.0 ms there), so the default page is 32 workers,
-// ~0.45 ms for single-rank workers, under SPEC §8's 1 ms; a caller asking for a larger page, or listing
-// workers of many dp ranks, makes longer calls (docs/PERFORMANCE.md "Workers listing").
+// most MaxWorkersPage, and at most MaxWorkersPageRanks dp ranks: a page lists whole workers and stops
+// before the worker whose ranks would take it past MaxWorkersPageRanks, unless that worker is the page's
+// first (a page is never empty while workers follow; Next says where to go on). So one listing call's
+// work is bounded by ranks, whatever the pool's size or the workers' dp sizes (issue 15, SPEC §8: in Redis
+// one workers.lua call of O(ranks listed), the largest page under 1 ms of Redis time at 4,096 workers of
+// up to 8 ranks: docs/PERFORMANCE.md "Per-call bounds at 4,096 workers (branch wlist)"). A limit above
+// the rank bound is not an error: the page is shorter and Next is set. Why 64: a listed rank costs ~2 µs
+// of Redis time (its field reads, least-preempted on the loaded 2-core box) and a listed worker about as
+// much again; 64 single-rank workers with their fences took 0.38–0.44 ms median there, 128 took 0.65–0.82
+// ms and went over 1 ms at the 90th percentile. DefaultWorkersPage workers fit when they have at most 2
+// ranks each. A single worker of more than MaxWorkersPageRanks ranks (up to MaxDPSize) is a longer page.
 const (
-	DefaultWorkersPage = 32
-	MaxWorkersPage     = 1000
+	DefaultWorkersPage  = 32
+	MaxWorkersPage      = 1000
+	MaxWorkersPageRanks = 64
 )
 
 // WorkersQuery selects one page of a pool's workers in id order (byte order of the id).
@@ -165,7 +172,7 @@ type WorkersQuery struct {
 	// After lists the workers whose id sorts after this one ("" = from the first): the previous page's Next.
 	After string
 	// Limit is the most workers in the page: 0 (or less) = DefaultWorkersPage; above MaxWorkersPage it is
-	// clamped to MaxWorkersPage.
+	// clamped to MaxWorkersPage. The page also stops at MaxWorkersPageRanks ranks (see there).
 	Limit int
 }
 

@@ -200,7 +200,8 @@ const DefaultMetricsMaxWorkers = 256
 // calibrated rank of those workers) series per pool, however large the fleet.
 //
 // A scrape reads every worker of every pool to sum the pool gauges, page by page (statestore
-// DefaultWorkersPage workers per store call: each call bounded, ceil(W / 32) calls per pool).
+// DefaultWorkersPage workers per store call: each call bounded, ceil(W / 32) calls per pool, more for
+// workers of over 2 dp ranks: a page holds at most statestore.MaxWorkersPageRanks ranks).
 type WorkerCollector struct {
 	rt         *core.Router
 	timeout    time.Duration
