@@ -11,7 +11,8 @@
 # higher real-time priority for the whole benchmark. Then it sets each call the client saw take ≥ 1 ms
 # beside the probe's stalls: a call is "explained" when, without the stall time overlapping it, it would
 # have taken < 1 ms — the CPU was taken from every task on it, not spent in the call. It prints, per run,
-# the SLOWLOG entries of the pool's calls (server time) and that attribution, and the probe's summary.
+# the SLOWLOG entries of the pool's calls (server time) and that attribution, the probe's summary, and
+# the whole server's SLOWLOG over the benchmark (index loading and calibration included) by command.
 # Real-time priority and pinning need root (CAP_SYS_NICE); without it the script runs unpinned and says so.
 # Output: JSON of the benchmark in $OUT (default /tmp/bench-tail-PORT.json), the probe's in $OUT.probe.
 set -euo pipefail
@@ -60,3 +61,5 @@ wait "$probe_pid" || true
 probe_pid=
 
 python3 scripts/tail_attribution.py "$out" "$out.probe"
+echo "Whole benchmark (index loading, calibration and runs):"
+python3 scripts/slowlog_summary.py "$port"

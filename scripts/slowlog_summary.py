@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""slowlog_summary: a Redis's whole SLOWLOG by command, client calls only.
+
+  python3 scripts/slowlog_summary.py PORT
+
+Reads every retained SLOWLOG entry of the Redis on 127.0.0.1:PORT (RESP over a socket: the arguments are
+binary) and prints, per command (FCALLs by function), how many calls were logged and the longest, µs.
+Commands a script or function ran (client "?:0") are left out: they are part of their call. Used by
+scripts/bench-tail.sh for the whole benchmark, index loading included.
+"""
+import collections
+import socket
+import sys
+
+
+def read(f):
+    line = f.readline()
+    kind, rest = line[:1], line[1:-2]
+    if kind == b"*":
+        n = int(rest)
+        return None if n < 0 else [read(f) for _ in range(n)]
+    if kind == b"$":
+        n = int(rest)
+        return None if n < 0 else f.read(n + 2)[:-2]
+    if kind == b":":
+        return int(rest)
+    return rest
+
+
+def main():
+    s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+    f = s.makefile("rb")
+    s.sendall(b"*3\r\n$7\r\nSLOWLOG\r\n$3\r\nGET\r\n$2\r\n-1\r\n")
+    entries = read(f)
+    s.sendall(b"*4\r\n$6\r\nCONFIG\r\n$3\r\nGET\r\n$23\r\nslowlog-log-slower-than\r\n")
+    threshold = read(f)[1].decode()
+    count, worst = collections.Counter(), collections.defaultdict(int)
+    for e in entries:
+        if len(e) > 4 and e[4].startswith(b"?"):
+            continue
+        args = e[3]
+        name = args[0].decode(errors="replace").upper()
+        if name == "FCALL" and len(args) > 1:
+            name += " " + args[1].decode(errors="replace")
+        count[name] += 1
+        worst[name] = max(worst[name], e[2])
+    print(f"SLOWLOG (calls over {threshold} µs, {len(entries)} entries retained), client calls by command:")
+    for name, n in count.most_common():
+        print(f"  {n:6d}  max {worst[name]:7d} µs  {name}")
+    if not count:
+        print("  none")
+
+
+if __name__ == "__main__":
+    main()
