@@ -2,7 +2,7 @@
 -- the event and soft layers), cost, pick, and book (load, lease, session, approximate/predicted entries).
 -- The arithmetic mirrors statestore/selection.go operation by operation (same IEEE double results).
 --
--- KEYS: the pool's key list (see lib.lua; the body starts with bind(KEYS)).
+-- KEYS: the pool's key list (see lib.lua; route, the operation this module returns, starts with bind(KEYS)).
 -- ARGV: [1] mode: 'route' | 'explain' (books nothing) | 'query' (overlap scores only, changes nothing)
 --       [2] now, ms  [3] request id  [4] sequence hashes, 8 bytes each, concatenated (D blocks)
 --       [5] isl, tokens  [6] session id ('' none)  [7] pinned worker ('' none)  [8] random r in [0,1)
@@ -34,29 +34,34 @@
 -- skips the soft sweep and the soft layer when the pool has no soft entries); query hashes are sliced only at
 -- probed positions; without filters the candidate loops read the loads column only and skip the credit
 --
--- Reading guide. The file is named local functions, each mirroring the Go function of the memory store
--- it names (statestore/memory_route.go, memory_select.go, memory_overlap.go, selection.go), then a short
--- main sequence at the end, in the order of memory_route.go Route:
+-- Form: a module (luascripts.Route.Module). This file runs once, when the library is loaded, and returns
+-- the operation, route(KEYS, ARGV): its functions are created once, not on every call (a closure created
+-- per call costs a walk of the open upvalues per captured local: ~8 % of a decision's Redis CPU once the
+-- file was cut into functions). They share the per-call state below as upvalues, which route resets first
+-- (read_request, reset_state). At load time Redis 7.0 exposes no standard library (no string, struct,
+-- setmetatable): this level holds only constants and function definitions.
+--
+-- Reading guide. Each named local function mirrors the Go function of the memory store it names
+-- (statestore/memory_route.go, memory_select.go, memory_overlap.go, selection.go); route, at the end, is
+-- the main sequence, in the order of memory_route.go Route:
 --   prepare (validate_route)                         → overlaps (jump_depths, linear_depth, tier_split)
 --   → [query: scores] → apply_overrides, fast_allowed, new_route_filter, read_loads
 --   → universe, min_eligible_prefill → bound_rank → choose_fast (pick_tied) or evaluate (filter_reason,
 --   cost_of, pick) → [explain: explain | nothing eligible: no_eligible] → decision → book.
--- Per-call state is the block of locals below (upvalues of the functions, created once per call); the hot
--- loops copy what they read into locals.
-bind(KEYS)
 
--- The request (ARGV above).
-local mode, now, reqid, seqs = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
-local isl, session, pinned, rnd = tonumber(ARGV[5]), ARGV[6], ARGV[7], tonumber(ARGV[8])
-local D = #seqs / SEQ_LEN   -- query blocks
 -- The event entry codec's offsets (lib.lua ENT) as locals: event_tiers reads them once per probe.
 local E_FIRST, E_REC, E_TIER_BYTE, E_TIERS = ENT.FIRST, ENT.REC, ENT.TIER_BYTE, ENT.TIERS
 
--- Per-call state, set by the steps of the main sequence.
+-- Per-call state: the request (read_request), then what the steps of the main sequence set (reset_state
+-- clears it first: nothing survives from one call to the next).
+local mode, now, reqid, seqs, isl, session, pinned, rnd   -- ARGV[1..8] (see above)
+local D                 -- query blocks
+local SEQ, ER, SK, SH   -- query hashes and index entries read this call (see below)
 local cfg, pcfg         -- knobs: cfg the pool's, then (apply_overrides) the request's effective ones; pcfg the pool's
-local nsx = nil         -- ZCARD of sx before reclamation (nil: not read); 0 means no soft entries at all
+local nsx               -- ZCARD of sx before reclamation (nil: not read); 0 means no soft entries at all
 local N, SL, live       -- roster size, candidate -> slot, slot -> candidate (read-only: memoized with the roster)
-local OV = {}           -- overlaps: slot -> {device, host, disk, event, soft} blocks (memory: Overlap)
+local ndc               -- slot -> non-device blocks (nd), read by tier_split's first call
+local OV                -- overlaps: slot -> {device, host, disk, event, soft} blocks (memory: Overlap)
 local osc, hw, dw, pls, decay_d, rw, temp, bpf, bdf, bs   -- effective knobs (apply_overrides)
 local required          -- required_blocks = ceil(isl / block_size)
 local TC                -- cost_model ttft: TC[2i-1] prefill rate, TC[2i] decode coeff of candidate i (nil: default model)
@@ -68,13 +73,36 @@ local HB, HO            -- health: HB[wid] marked and skipped; HO[wid] = {until,
 local widf              -- some filter tests the worker id (filter_reason reads rwid)
 local LV, lvstamp       -- loads: LV[3i-2..3i] = candidate i's prefill tokens, decode blocks, requests
 local MN, TK            -- max_num_batched_tokens / total_kv_blocks by candidate (only with a busy fraction)
-local minPrefill = 0    -- the credit decay's reference (min prefill over the eligible; unused without decay)
-local UNI = nil         -- universe(): the only candidates a pin or a short allow-list leaves
-local chosen, shit, fast = -1, false, false   -- roster index (-1 none), session hit, decided by choose_fast
-local CREASON = nil     -- evaluate: CREASON[i] candidate i's filter reason ('' eligible); nil when no filter applies
-local reasons, rorder = {}, {}                 -- evaluate: reason -> count, reasons in first-seen order
-local COSTS, CIDX, TIES = {}, {}, nil   -- evaluate: eligible costs and their candidates (softmax), or the tied minima
-local CCOST, CCRED = nil, nil   -- evaluate (explain, softmax): every candidate's cost and credit
+local minPrefill        -- the credit decay's reference (min prefill over the eligible; unused without decay)
+local UNI               -- universe(): the only candidates a pin or a short allow-list leaves (nil: all)
+local chosen, shit, fast                 -- roster index (-1 none), session hit, decided by choose_fast
+local CREASON           -- evaluate: CREASON[i] candidate i's filter reason ('' eligible); nil when no filter applies
+local reasons, rorder   -- evaluate: reason -> count, reasons in first-seen order
+local COSTS, CIDX, TIES -- evaluate: eligible costs and their candidates (softmax), or the tied minima
+local CCOST, CCRED      -- evaluate (explain, softmax): every candidate's cost and credit
+
+-- SEQ_MT: SEQ[i] = the SEQ_LEN-byte hash at query position i (0-based), sliced on first use: the jump
+-- search touches a few positions.
+local SEQ_MT = {__index = function(t, i)
+  local s = string.sub(seqs, i * SEQ_LEN + 1, i * SEQ_LEN + SEQ_LEN); t[i] = s; return s
+end}
+-- read_request: the request's arguments (ARGV[1..8]; apply_overrides and new_route_filter read the rest)
+-- and empty memos of this call's query hashes and index entries.
+local function read_request(ARGV)
+  mode, now, reqid, seqs = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
+  isl, session, pinned, rnd = tonumber(ARGV[5]), ARGV[6], ARGV[7], tonumber(ARGV[8])
+  D = #seqs / SEQ_LEN
+  SEQ, ER, SK, SH = setmetatable({}, SEQ_MT), {}, {}, {}
+end
+-- reset_state: every other per-call variable to its starting value.
+local function reset_state()
+  cfg, pcfg, nsx, N, SL, live, ndc, OV = nil, nil, nil, nil, nil, nil, nil, {}
+  osc, hw, dw, pls, decay_d, rw, temp, bpf, bdf, bs = nil, nil, nil, nil, nil, nil, nil, nil, nil, nil
+  required, TC, FAST, nexta, na, allowed, excluded = nil, nil, nil, nil, nil, nil, nil
+  seen, DEAD, HB, HO, widf, LV, lvstamp, MN, TK = nil, nil, nil, nil, nil, nil, nil, nil, nil
+  minPrefill, UNI, chosen, shit, fast = 0, nil, -1, false, false
+  CREASON, reasons, rorder, COSTS, CIDX, TIES, CCOST, CCRED = nil, {}, {}, {}, {}, nil, nil, nil
+end
 
 -- validate_route: memory_route.go validateRoute's checks against the pool (the others are done in Go):
 -- isl within [0, max_prompt_tokens], no more block hashes than isl's full blocks.
@@ -95,15 +123,9 @@ local function prepare()
   return nil
 end
 
--- SEQ[i] = the SEQ_LEN-byte hash at query position i (0-based), sliced on first use: the jump search
--- touches a few positions.
-local SEQ = setmetatable({}, {__index = function(t, i)
-  local s = string.sub(seqs, i * SEQ_LEN + 1, i * SEQ_LEN + SEQ_LEN); t[i] = s; return s
-end})
 -- event_entry: memory_overlap.go eventHolders.get: the raw event entry at query position i ('' none; lib.lua
 -- ENT), memoized in ER. Its bucket and field come straight from the query blob (ebucket/efield without
 -- slicing the hash).
-local ER = {}
 local function event_entry(i)
   local s = ER[i]
   if not s then
@@ -117,7 +139,6 @@ end
 -- event_tiers: eventHolders.contains, giving the tiers of slot's record at position i (nil: none held). The
 -- slot is looked up with string.find on its packed bytes (SK: memo), accepting only matches aligned to a
 -- record, so no probe parses the other holders' records.
-local SK = {}
 local function event_tiers(i, slot)
   local s = event_entry(i)
   if #s < E_FIRST + E_REC - 1 then return nil end
@@ -137,7 +158,6 @@ local function event_tiers(i, slot)
 end
 local function event_contains(i, s) return event_tiers(i, s) ~= nil end
 -- soft_entry: memory_overlap.go softHolders' entry at position i, parsed: {slot -> expiry ms} (memo SH).
-local SH = {}
 local function soft_entry(i)
   local h = SH[i]
   if h then return h end
@@ -191,7 +211,6 @@ local function linear_depth(s)
 end
 -- tier_split: memory_overlap.go tierSplit: the device/host/disk split of slot s's d blocks (only slots
 -- with non-device blocks, nd, are walked; nd is read on the first call).
-local ndc = nil
 local function tier_split(s, d)
   if not ndc then
     ndc = {}
@@ -272,7 +291,7 @@ local function scores()
 end
 
 -- apply_overrides: knobs.go Overrides.Apply: from here on cfg holds the effective knobs, pcfg the pool's.
-local function apply_overrides()
+local function apply_overrides(ARGV)
   pcfg = cfg
   cfg, nexta = cfg_override(cfg, ARGV, 9)
   osc, hw, dw, pls = cfg.osc, cfg.hw, cfg.dw, cfg.pls
@@ -296,7 +315,7 @@ end
 -- whole seen hash; the fast path only the dead workers, the head of sz up to now − ttl (DEAD, O(dead)).
 -- Health (hu): HB marked and skipped (in the back-off window, or probed by another decision), HO half-open
 -- (the decision that books it takes the probe).
-local function new_route_filter()
+local function new_route_filter(ARGV)
   na = tonumber(ARGV[nexta])
   if na > 0 then
     allowed = {}
@@ -435,7 +454,7 @@ end
 -- universe: memory_select.go universe: a pinned worker's or an allow-list of at most UNIVERSE_MAX workers'
 -- ranks in roster order (every other rank is filtered 'not_pinned'/'not_allowed'), else nil.
 local UNIVERSE_MAX = 64
-local function universe()
+local function universe(ARGV)
   if not (pinned ~= '' or (na > 0 and na <= UNIVERSE_MAX)) then return nil end
   local U, done = {}, {}
   for _, id in ipairs(pinned ~= '' and {pinned} or {unpack(ARGV, nexta + 1, nexta + na)}) do
@@ -930,36 +949,42 @@ local function book(i, c)
   if ttl > 0 and D > 0 then put_soft(c.slot, now + ttl) end
 end
 
--- The main sequence (memory_route.go Route; Explain and Overlap branch off it).
-local refused
-cfg, refused = cfg_get()
-if not cfg then return refused end
-LZ.use(cfg)   -- lv_set's lz score knobs (releases, booking): the pool's, already read
-if mode ~= 'query' then
-  local refusal = prepare()
-  if refusal then return refusal end
+-- route: the operation, the main sequence (memory_route.go Route; Explain and Overlap branch off it).
+local function route(KEYS, ARGV)
+  bind(KEYS)
+  read_request(ARGV)
+  reset_state()
+  local refused
+  cfg, refused = cfg_get()
+  if not cfg then return refused end
+  LZ.use(cfg)   -- lv_set's lz score knobs (releases, booking): the pool's, already read
+  if mode ~= 'query' then
+    local refusal = prepare()
+    if refusal then return refusal end
+  end
+  N, SL, live = ros().n, rslots(), rlive()
+  overlaps()
+  if mode == 'query' then return scores() end
+  apply_overrides(ARGV)
+  FAST = fast_allowed()
+  new_route_filter(ARGV)
+  read_loads()
+  if FAST then
+    UNI = universe(ARGV)
+    if decay_d > 0 and required > 0 and next(OV) then minPrefill = min_eligible_prefill() end
+  end
+  chosen = bound_rank()
+  shit = chosen >= 0
+  if FAST and chosen < 0 then
+    local i = choose_fast()
+    if i then chosen, fast = i, true end
+  end
+  if not (FAST and chosen >= 0) then chosen = evaluate(chosen) end
+  if mode == 'explain' then return explain() end
+  if chosen < 0 then return no_eligible() end
+  local c = candidate(chosen)
+  local reply = decision(chosen, c)
+  book(chosen, c)
+  return reply
 end
-N, SL, live = ros().n, rslots(), rlive()
-overlaps()
-if mode == 'query' then return scores() end
-apply_overrides()
-FAST = fast_allowed()
-new_route_filter()
-read_loads()
-if FAST then
-  UNI = universe()
-  if decay_d > 0 and required > 0 and next(OV) then minPrefill = min_eligible_prefill() end
-end
-chosen = bound_rank()
-shit = chosen >= 0
-if FAST and chosen < 0 then
-  local i = choose_fast()
-  if i then chosen, fast = i, true end
-end
-if not (FAST and chosen >= 0) then chosen = evaluate(chosen) end
-if mode == 'explain' then return explain() end
-if chosen < 0 then return no_eligible() end
-local c = candidate(chosen)
-local reply = decision(chosen, c)
-book(chosen, c)
-return reply
+return route
