@@ -16,13 +16,13 @@
 --   {'unknown_pool'} | {'layout_mismatch', found layout} | {'invalid'} (isl/blocks outside the pool's limits) | {'conflict'} (lease exists)
 --   | {'noelig', reason, count, ...}
 --   | {'ok', worker_id, dp_rank, url, overlap_blocks, required_blocks, cost, session_hit 0|1, fast 0|1}
---     (fast: fast_select decided, not the full scan; the store counts these for tests)
+--     (fast: choose_fast decided, not the full scan; the store counts these for tests)
 --   | {'explain', required_blocks, chosen (0-based, -1 none), session_hit, {reason, count, ...},
 --        {{wid, rank, dev, host, disk, event, soft, depth, credit, prefill, decode, requests, cost, reason, url
 --          [, prefill_rate, decode_coeff: cost_model ttft]}...}}
 --   | {'scores', {wid, rank, blocks}...}
 -- Complexity: O(D/32 + H·log 32) bucket HGETs on prefix-closed data for H holders (+ O(D) per rank with
--- orphans or non-device tiers). Candidate work: temperature 0 in 'route' mode (fast_select): O(H + groups
+-- orphans or non-device tiers). Candidate work: temperature 0 in 'route' mode (choose_fast): O(H + groups
 -- read + G²·log² W for G tied groups) ZRANGE/HGET/GETRANGE calls on lz/lc/lv, independent of the pool size W,
 -- + O(dead workers) under worker_ttl_ms (sz) + O(ranks filtered ahead) for the credit decay's minimum (lp);
 -- the roster, its slot map and the worker ids are memoized (re-read after a roster change only).
@@ -50,13 +50,16 @@
 --   cost_of, pick) → [explain: explain | nothing eligible: no_eligible] → decision → book.
 
 -- The event entry codec's offsets (lib.lua ENT) as locals: event_tiers reads them once per probe.
-local E_FIRST, E_REC, E_TIER_BYTE, E_TIERS = ENT.FIRST, ENT.REC, ENT.TIER_BYTE, ENT.TIERS
+local E_FIRST, E_REC, E_TIER_BYTE, E_TIERS, E_SLOT_LEN = ENT.FIRST, ENT.REC, ENT.TIER_BYTE, ENT.TIERS, ENT.SLOT_LEN
+-- BUCKET_NAME[n]: tostring(n) for event bucket numbers, kept across calls (event_entry).
+local BUCKET_NAME = {}
 
 -- Per-call state: the request (read_request), then what the steps of the main sequence set (reset_state
 -- clears it first: nothing survives from one call to the next).
 local mode, now, reqid, seqs, isl, session, pinned, rnd   -- ARGV[1..8] (see above)
 local D                 -- query blocks
 local SEQ, ER, SK, SH   -- query hashes and index entries read this call (see below)
+local HINT              -- slot -> offset of its record in the last event entry it was found in (event_tiers)
 local cfg, pcfg         -- knobs: cfg the pool's, then (apply_overrides) the request's effective ones; pcfg the pool's
 local nsx               -- ZCARD of sx before reclamation (nil: not read); 0 means no soft entries at all
 local N, SL, live       -- roster size, candidate -> slot, slot -> candidate (read-only: memoized with the roster)
@@ -92,7 +95,7 @@ local function read_request(ARGV)
   mode, now, reqid, seqs = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
   isl, session, pinned, rnd = tonumber(ARGV[5]), ARGV[6], ARGV[7], tonumber(ARGV[8])
   D = #seqs / SEQ_LEN
-  SEQ, ER, SK, SH = setmetatable({}, SEQ_MT), {}, {}, {}
+  SEQ, ER, SK, SH, HINT = setmetatable({}, SEQ_MT), {}, {}, {}, {}
 end
 -- reset_state: every other per-call variable to its starting value.
 local function reset_state()
@@ -125,38 +128,48 @@ end
 
 -- event_entry: memory_overlap.go eventHolders.get: the raw event entry at query position i ('' none; lib.lua
 -- ENT), memoized in ER. Its bucket and field come straight from the query blob (ebucket/efield without
--- slicing the hash).
+-- slicing the hash); the bucket number's decimal name is memoized across calls (BUCKET_NAME: Lua formats
+-- a number with sprintf, ~1.5 k instructions; at most NB_E names, the same for every pool).
 local function event_entry(i)
   local s = ER[i]
   if not s then
     local o = i * SEQ_LEN
     local a, b = string.byte(seqs, o + SEQ_LEN - 1, o + SEQ_LEN)
-    s = redis.call('HGET', K_E .. ((a * 256 + b) % NB_E), string.sub(seqs, o + 1, o + SEQ_LEN - 1)) or ''
+    local n = (a * 256 + b) % NB_E
+    local name = BUCKET_NAME[n]
+    if not name then name = tostring(n); BUCKET_NAME[n] = name end
+    s = redis.call('HGET', K_E .. name, string.sub(seqs, o + 1, o + SEQ_LEN - 1)) or ''
     ER[i] = s
   end
   return s
 end
 -- event_tiers: eventHolders.contains, giving the tiers of slot's record at position i (nil: none held). The
--- slot is looked up with string.find on its packed bytes (SK: memo), accepting only matches aligned to a
--- record, so no probe parses the other holders' records.
+-- slot is looked up where its record was in the last entry it was found in (HINT: holders of one chain
+-- keep their record order from position to position), else with string.find on its packed bytes (SK: memo)
+-- accepting only matches aligned to a record, so no probe parses the other holders' records. A slot has at
+-- most one record, so any aligned match is it. Returns a value that is truthy exactly when held: the jump
+-- search's contains.
 local function event_tiers(i, slot)
-  local s = event_entry(i)
-  if #s < E_FIRST + E_REC - 1 then return nil end
+  local s = ER[i] or event_entry(i)
+  local n = #s
+  if n < E_FIRST + E_REC - 1 then return nil end
   local key = SK[slot]
   if not key then key = struct.pack(ENT.SLOT_FMT, slot); SK[slot] = key end
-  local from = E_FIRST
-  while true do
-    local p = string.find(s, key, from, true)
-    if not p then return nil end
-    if (p - E_FIRST) % E_REC == 0 then
-      local t = string.byte(s, p + E_TIER_BYTE) % E_TIERS
-      if t ~= 0 then return t end
-      return nil
+  local p = HINT[slot]
+  if not (p and p + E_REC - 1 <= n and string.sub(s, p, p + E_SLOT_LEN - 1) == key) then
+    local from = E_FIRST
+    while true do
+      p = string.find(s, key, from, true)
+      if not p then return nil end
+      if (p - E_FIRST) % E_REC == 0 then break end
+      from = p + 1
     end
-    from = p + 1
+    HINT[slot] = p
   end
+  local t = string.byte(s, p + E_TIER_BYTE) % E_TIERS
+  if t ~= 0 then return t end
+  return nil
 end
-local function event_contains(i, s) return event_tiers(i, s) ~= nil end
 -- soft_entry: memory_overlap.go softHolders' entry at position i, parsed: {slot -> expiry ms} (memo SH).
 local function soft_entry(i)
   local h = SH[i]
@@ -176,18 +189,21 @@ end
 local function soft_contains(i, s) local e = soft_entry(i)[s]; return e ~= nil and e > now end
 
 -- jump_depths: memory_overlap.go jumpDepths, the same search (stride 32, same binary search): depth[s] =
--- the prefix length holder s holds, for the holders at0 of position 0.
-local function jump_depths(at0, contains, d, depth)
-  if d == 0 or #at0 == 0 then return end
-  local active = at0
+-- the prefix length holder s holds, for the holders active of position 0 (filtered in place, as Go's keep
+-- := active[:0]: no table per window, no ipairs).
+local function jump_depths(active, contains, d, depth)
+  local n = #active
+  if d == 0 or n == 0 then return end
   local lo = 0
-  while #active > 0 and lo < d - 1 do
+  while n > 0 and lo < d - 1 do
     local hi = lo + 32
     if hi > d - 1 then hi = d - 1 end
-    local keep = {}
-    for _, s in ipairs(active) do
+    local kept = 0
+    for k = 1, n do
+      local s = active[k]
       if contains(hi, s) then
-        keep[#keep + 1] = s
+        kept = kept + 1
+        active[kept] = s
       else
         local l, r = lo, hi
         while r - l > 1 do
@@ -197,10 +213,11 @@ local function jump_depths(at0, contains, d, depth)
         depth[s] = l + 1
       end
     end
-    active = keep
+    for k = kept + 1, n do active[k] = nil end
+    n = kept
     lo = hi
   end
-  for _, s in ipairs(active) do depth[s] = lo + 1 end
+  for k = 1, n do depth[active[k]] = lo + 1 end
 end
 -- linear_depth: memory_overlap.go linearDepth, for a slot holding orphans (its chain need not be
 -- prefix-closed): block by block.
@@ -242,7 +259,7 @@ local function overlaps()
       local s, w = struct.unpack(ENT.FMT, s0, off)
       if w % E_TIERS ~= 0 and live[s] and not orph[s] then at0[#at0 + 1] = s end
     end
-    jump_depths(at0, event_contains, D, ev)
+    jump_depths(at0, event_tiers, D, ev)
     for s in pairs(orph) do
       if live[s] then
         local d = linear_depth(s)
