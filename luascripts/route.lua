@@ -21,8 +21,8 @@
 --        {{wid, rank, dev, host, disk, event, soft, depth, credit, prefill, decode, requests, cost, reason, url
 --          [, prefill_rate, decode_coeff: cost_model ttft]}...}}
 --   | {'scores', {wid, rank, blocks}...}
--- Complexity: O(D/32 + H·log 32) bucket HGETs on prefix-closed data for H holders (+ O(D) per rank with
--- orphans or non-device tiers). Candidate work: temperature 0 in 'route' mode (choose_fast): O(H + groups
+-- Complexity: O(log D + H·log D) bucket HGETs on prefix-closed data for H holders (windows doubling from 32)
+-- (+ O(D) per rank with orphans or non-device tiers). Candidate work: temperature 0 in 'route' mode (choose_fast): O(H + groups
 -- read + G²·log² W for G tied groups) ZRANGE/HGET/GETRANGE calls on lz/lc/lv, independent of the pool size W,
 -- + O(dead workers) under worker_ttl_ms (sz) + O(ranks filtered ahead) for the credit decay's minimum (lp);
 -- the roster, its slot map and the worker ids are memoized (re-read after a roster change only).
@@ -188,15 +188,15 @@ end
 -- soft_contains: softHolders.contains (an entry counts until its expiry).
 local function soft_contains(i, s) local e = soft_entry(i)[s]; return e ~= nil and e > now end
 
--- jump_depths: memory_overlap.go jumpDepths, the same search (stride 32, same binary search): depth[s] =
--- the prefix length holder s holds, for the holders active of position 0 (filtered in place, as Go's keep
--- := active[:0]: no table per window, no ipairs).
+-- jump_depths: memory_overlap.go jumpDepths, the same search (windows of 32, 64, 128, … positions, ending at
+-- 32, 96, 224, 480, …; same binary search): depth[s] = the prefix length holder s holds, for the holders
+-- active of position 0 (filtered in place, as Go's keep := active[:0]: no table per window, no ipairs).
 local function jump_depths(active, contains, d, depth)
   local n = #active
   if d == 0 or n == 0 then return end
-  local lo = 0
+  local lo, step = 0, 32
   while n > 0 and lo < d - 1 do
-    local hi = lo + 32
+    local hi = lo + step
     if hi > d - 1 then hi = d - 1 end
     local kept = 0
     for k = 1, n do
@@ -216,6 +216,7 @@ local function jump_depths(active, contains, d, depth)
     for k = kept + 1, n do active[k] = nil end
     n = kept
     lo = hi
+    step = step * 2   -- O(log D) windows (Go: the same)
   end
   for k = 1, n do depth[active[k]] = lo + 1 end
 end
