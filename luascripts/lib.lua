@@ -351,7 +351,7 @@ local function rnum(i, off)
 end
 
 -- Load order (keys lz, lc; layout 3): route's sublinear selection reads it from the head (route.lua
--- fast_select; the memory store's memory_loadorder.go + memory_select.go, whose proof it follows).
+-- choose_fast; the memory store's memory_loadorder.go + memory_select.go, whose proof it follows).
 -- A member is packed load (24 bytes, '>ddd': lv's bytes) ‖ candidate key LZ.ck; its score is LZ.score of
 -- the load. Members with equal scores sort by their bytes, so the candidates with one exact load form one
 -- contiguous run of lz ordered by candidate key = candidate order (a load group, its size in lc).
@@ -948,19 +948,32 @@ local function release_expired(now)
   end
 end
 
+-- The event index entry's codec (an e:<n> field's value): a header of ENT.HDR bytes (parent seq 8 ‖
+-- is_child 1), then one ENT.REC-byte record per holding slot, ENT.FMT = {slot u32, word i32} with
+-- word = children·ENT.TIERS + tiers (tiers: bit 0 device, 1 host, 2 disk; children signed). Positions are
+-- 1-based string offsets: ENT.FIRST is the first record's; a record starts with its slot (ENT.SLOT_FMT,
+-- ENT.SLOT_LEN bytes),
+-- and ENT.TIER_BYTE (0-based) is the word's last byte, whose value % ENT.TIERS is the tiers (big-endian:
+-- children·8 only adds multiples of 8 to it). A sequence hash is SEQ_LEN bytes (a query passes them concatenated).
+local SEQ_LEN = 8
+local ENT = {HDR = 9, FIRST = 10, REC = 8, FMT = '>I4i4', SLOT_FMT = '>I4', SLOT_LEN = 4, TIER_BYTE = 7, TIERS = 8}
+-- The soft index entry's codec (an s:<n> field's value): SOFT.REC-byte records SOFT.FMT = {slot u32,
+-- expiry_ms f64}, the slot's SOFT.SLOT_LEN bytes (SOFT.SLOT_FMT) first, then the expiry (SOFT.EXP_FMT).
+local SOFT = {REC = 12, FMT = '>I4d', SLOT_FMT = '>I4', SLOT_LEN = 4, EXP_FMT = '>d'}
+
 -- Event index entries, parsed: {hdr = parent..flag | nil, recs = {{slot, tiers, children}...}, dirty}.
 local function eparse(s)
   local recs = {}
   if not s then return nil, recs end
-  local n = (#s - 9) / 8
-  local off = 10
+  local n = (#s - ENT.HDR) / ENT.REC
+  local off = ENT.FIRST
   for i = 1, n do
-    local slot, w = struct.unpack('>I4i4', s, off)
-    local t = w % 8
-    recs[i] = {slot, t, (w - t) / 8}
-    off = off + 8
+    local slot, w = struct.unpack(ENT.FMT, s, off)
+    local t = w % ENT.TIERS
+    recs[i] = {slot, t, (w - t) / ENT.TIERS}
+    off = off + ENT.REC
   end
-  return string.sub(s, 1, 9), recs
+  return string.sub(s, 1, ENT.HDR), recs
 end
 
 local function eget(seq)
@@ -987,7 +1000,7 @@ local function eflush()
         redis.call('HDEL', ebucket(seq), efield(seq))
       else
         local parts = {e.hdr}
-        for i, r in ipairs(e.recs) do parts[i + 1] = struct.pack('>I4i4', r[1], r[3] * 8 + r[2]) end
+        for i, r in ipairs(e.recs) do parts[i + 1] = struct.pack(ENT.FMT, r[1], r[3] * ENT.TIERS + r[2]) end
         redis.call('HSET', ebucket(seq), efield(seq), table.concat(parts))
       end
     end

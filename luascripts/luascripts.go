@@ -50,13 +50,18 @@ type Script struct {
 	// Idempotent: running it twice has the effect of running it once, so a call whose reply was lost on a
 	// broken connection may be sent again. Operations that book or count never are.
 	Idempotent bool
+	// Module: the file is not a body run on every call but a chunk run once, when the library loads,
+	// that returns the operation as a function of (KEYS, ARGV) (route.lua: its many named functions are
+	// then created once, not on every call). Its top level may not call the standard library, which Redis
+	// 7.0 does not expose at load time.
+	Module bool
 }
 
 // Scripts are the operations, lib excluded.
 var (
 	ApplyEvents    = Script{Name: "apply_events"}
 	ResolveParents = Script{Name: "resolve_parents", ReadOnly: true, Idempotent: true}
-	Route          = Script{Name: "route"}
+	Route          = Script{Name: "route", Module: true}
 	Lease          = Script{Name: "lease"}
 	PutPool        = Script{Name: "put_pool", Idempotent: true}
 	PutWorker      = Script{Name: "put_worker", Idempotent: true}
@@ -107,13 +112,22 @@ func (s Script) Body() (string, error) {
 }
 
 // Source returns one operation as a self-contained EVAL script: Prelude followed by the operation's file
-// (WrapBody).
+// (WrapBody, or WrapModule for a module).
 func Source(name string) (string, error) {
-	body, err := Script{Name: name}.Body()
+	s := Script{Name: name}
+	for _, k := range All {
+		if k.Name == name {
+			s = k
+		}
+	}
+	body, err := s.Body()
 	if err != nil {
 		return "", err
 	}
-	return Prelude() + "\n" + WrapBody(string(body)), nil
+	if s.Module {
+		return Prelude() + "\n" + WrapModule(body), nil
+	}
+	return Prelude() + "\n" + WrapBody(body), nil
 }
 
 // WrapBody wraps an operation's file as the library does (a function of KEYS and ARGV, called once), so
@@ -123,8 +137,15 @@ func WrapBody(body string) string {
 	return "local function kvr_op(KEYS, ARGV)\n" + body + "\nend\nreturn kvr_op(KEYS, ARGV)\n"
 }
 
+// WrapModule runs a module's file once (a function of no arguments, so its top-level locals live in their
+// own function, as WrapBody's) and calls the operation it returns.
+func WrapModule(body string) string {
+	return "local kvr_op = (function()\n" + body + "\nend)()\nreturn kvr_op(KEYS, ARGV)\n"
+}
+
 // Library returns the Functions library source (FUNCTION LOAD REPLACE): the shebang naming it, Prelude,
-// then every operation as `local function op_<name>(KEYS, ARGV) <body> end` and its registration.
+// then every operation as `local function op_<name>(KEYS, ARGV) <body> end` (a module: `local op_<name> =
+// (function() <file> end)()`, run once here) and its registration.
 // KEYS and ARGV are the function's parameters, so each body reads exactly as it does in an EVAL script.
 func Library() (string, error) {
 	var b strings.Builder
@@ -134,7 +155,11 @@ func Library() (string, error) {
 		if err != nil {
 			return "", err
 		}
-		fmt.Fprintf(&b, "local function op_%s(KEYS, ARGV)\n%s\nend\n", s.Name, body)
+		if s.Module {
+			fmt.Fprintf(&b, "local op_%s = (function()\n%s\nend)()\n", s.Name, body)
+		} else {
+			fmt.Fprintf(&b, "local function op_%s(KEYS, ARGV)\n%s\nend\n", s.Name, body)
+		}
 		flags := "{}"
 		if s.ReadOnly {
 			flags = "{'no-writes'}"

@@ -2,7 +2,7 @@
 -- the event and soft layers), cost, pick, and book (load, lease, session, approximate/predicted entries).
 -- The arithmetic mirrors statestore/selection.go operation by operation (same IEEE double results).
 --
--- KEYS: the pool's key list (see lib.lua; the body starts with bind(KEYS)).
+-- KEYS: the pool's key list (see lib.lua; route, the operation this module returns, starts with bind(KEYS)).
 -- ARGV: [1] mode: 'route' | 'explain' (books nothing) | 'query' (overlap scores only, changes nothing)
 --       [2] now, ms  [3] request id  [4] sequence hashes, 8 bytes each, concatenated (D blocks)
 --       [5] isl, tokens  [6] session id ('' none)  [7] pinned worker ('' none)  [8] random r in [0,1)
@@ -16,13 +16,13 @@
 --   {'unknown_pool'} | {'layout_mismatch', found layout} | {'invalid'} (isl/blocks outside the pool's limits) | {'conflict'} (lease exists)
 --   | {'noelig', reason, count, ...}
 --   | {'ok', worker_id, dp_rank, url, overlap_blocks, required_blocks, cost, session_hit 0|1, fast 0|1}
---     (fast: fast_select decided, not the full scan; the store counts these for tests)
+--     (fast: choose_fast decided, not the full scan; the store counts these for tests)
 --   | {'explain', required_blocks, chosen (0-based, -1 none), session_hit, {reason, count, ...},
 --        {{wid, rank, dev, host, disk, event, soft, depth, credit, prefill, decode, requests, cost, reason, url
 --          [, prefill_rate, decode_coeff: cost_model ttft]}...}}
 --   | {'scores', {wid, rank, blocks}...}
--- Complexity: O(D/32 + H·log 32) bucket HGETs on prefix-closed data for H holders (+ O(D) per rank with
--- orphans or non-device tiers). Candidate work: temperature 0 in 'route' mode (fast_select): O(H + groups
+-- Complexity: O(log D + H·log D) bucket HGETs on prefix-closed data for H holders (windows doubling from 32)
+-- (+ O(D) per rank with orphans or non-device tiers). Candidate work: temperature 0 in 'route' mode (choose_fast): O(H + groups
 -- read + G²·log² W for G tied groups) ZRANGE/HGET/GETRANGE calls on lz/lc/lv, independent of the pool size W,
 -- + O(dead workers) under worker_ttl_ms (sz) + O(ranks filtered ahead) for the credit decay's minimum (lp);
 -- the roster, its slot map and the worker ids are memoized (re-read after a roster change only).
@@ -33,101 +33,177 @@
 -- (only position 0's records are decoded), O(expired leases) releases, bounded reclamation (one ZCARD of sx
 -- skips the soft sweep and the soft layer when the pool has no soft entries); query hashes are sliced only at
 -- probed positions; without filters the candidate loops read the loads column only and skip the credit
--- arithmetic of ranks without overlap; booking soft entries: one HSETNX per new position (HGET + HSET where
--- one exists) and one ZADD per 512 positions.
-bind(KEYS)
-local mode, now, reqid, seqs = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
-local isl, session, pinned, rnd = tonumber(ARGV[5]), ARGV[6], ARGV[7], tonumber(ARGV[8])
-local cfg, refused = cfg_get()
-if not cfg then return refused end
-LZ.use(cfg)   -- lv_set's lz score knobs (releases, booking): the pool's, already read
-local D = #seqs / 8
-local nsx = nil   -- ZCARD of sx before reclamation (nil: not read); 0 means no soft entries at all
-if mode ~= 'query' then
+--
+-- Form: a module (luascripts.Route.Module). This file runs once, when the library is loaded, and returns
+-- the operation, route(KEYS, ARGV): its functions are created once, not on every call (a closure created
+-- per call costs a walk of the open upvalues per captured local: +10 % Redis instructions per decision once the
+-- file was cut into functions). They share the per-call state below as upvalues, which route resets first
+-- (read_request, reset_state). At load time Redis 7.0 exposes no standard library (no string, struct,
+-- setmetatable): this level holds only constants and function definitions.
+--
+-- Reading guide. Each named local function mirrors the Go function of the memory store it names
+-- (statestore/memory_route.go, memory_select.go, memory_overlap.go, selection.go); route, at the end, is
+-- the main sequence, in the order of memory_route.go Route:
+--   prepare (validate_route)                         → overlaps (jump_depths, linear_depth, tier_split)
+--   → [query: scores] → apply_overrides, fast_allowed, new_route_filter, read_loads
+--   → universe, min_eligible_prefill → bound_rank → choose_fast (pick_tied) or evaluate (filter_reason,
+--   cost_of, pick) → [explain: explain | nothing eligible: no_eligible] → decision → book.
+
+-- The event entry codec's offsets (lib.lua ENT) as locals: event_tiers reads them once per probe.
+local E_FIRST, E_REC, E_TIER_BYTE, E_TIERS, E_SLOT_LEN = ENT.FIRST, ENT.REC, ENT.TIER_BYTE, ENT.TIERS, ENT.SLOT_LEN
+-- BUCKET_NAME[n]: tostring(n) for event bucket numbers, kept across calls (event_entry).
+local BUCKET_NAME = {}
+
+-- Per-call state: the request (read_request), then what the steps of the main sequence set (reset_state
+-- clears it first: nothing survives from one call to the next).
+local mode, now, reqid, seqs, isl, session, pinned, rnd   -- ARGV[1..8] (see above)
+local D                 -- query blocks
+local SEQ, ER, SK, SH   -- query hashes and index entries read this call (see below)
+local HINT              -- slot -> offset of its record in the last event entry it was found in (event_tiers)
+local cfg, pcfg         -- knobs: cfg the pool's, then (apply_overrides) the request's effective ones; pcfg the pool's
+local nsx               -- ZCARD of sx before reclamation (nil: not read); 0 means no soft entries at all
+local N, SL, live       -- roster size, candidate -> slot, slot -> candidate (read-only: memoized with the roster)
+local ndc               -- slot -> non-device blocks (nd), read by tier_split's first call
+local OV                -- overlaps: slot -> {device, host, disk, event, soft} blocks (memory: Overlap)
+local osc, hw, dw, pls, decay_d, rw, temp, bpf, bdf, bs   -- effective knobs (apply_overrides)
+local required          -- required_blocks = ceil(isl / block_size)
+local TC                -- cost_model ttft: TC[2i-1] prefill rate, TC[2i] decode coeff of candidate i (nil: default model)
+local FAST              -- the decision may take choose_fast (fast_allowed)
+local nexta, na         -- ARGV index of the allowed worker count, and that count
+local allowed, excluded -- worker id sets (nil: none)
+local seen, DEAD        -- liveness under worker_ttl_ms: the full scan's seen hash, or the fast path's dead set
+local HB, HO            -- health: HB[wid] marked and skipped; HO[wid] = {until, backoff} half-open (nil: empty)
+local widf              -- some filter tests the worker id (filter_reason reads rwid)
+local LV, lvstamp       -- loads: LV[3i-2..3i] = candidate i's prefill tokens, decode blocks, requests
+local MN, TK            -- max_num_batched_tokens / total_kv_blocks by candidate (only with a busy fraction)
+local minPrefill        -- the credit decay's reference (min prefill over the eligible; unused without decay)
+local UNI               -- universe(): the only candidates a pin or a short allow-list leaves (nil: all)
+local chosen, shit, fast                 -- roster index (-1 none), session hit, decided by choose_fast
+local CREASON           -- evaluate: CREASON[i] candidate i's filter reason ('' eligible); nil when no filter applies
+local reasons, rorder   -- evaluate: reason -> count, reasons in first-seen order
+local COSTS, CIDX, TIES -- evaluate: eligible costs and their candidates (softmax), or the tied minima
+local CCOST, CCRED      -- evaluate (explain, softmax): every candidate's cost and credit
+
+-- SEQ_MT: SEQ[i] = the SEQ_LEN-byte hash at query position i (0-based), sliced on first use: the jump
+-- search touches a few positions.
+local SEQ_MT = {__index = function(t, i)
+  local s = string.sub(seqs, i * SEQ_LEN + 1, i * SEQ_LEN + SEQ_LEN); t[i] = s; return s
+end}
+-- read_request: the request's arguments (ARGV[1..8]; apply_overrides and new_route_filter read the rest)
+-- and empty memos of this call's query hashes and index entries.
+local function read_request(ARGV)
+  mode, now, reqid, seqs = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
+  isl, session, pinned, rnd = tonumber(ARGV[5]), ARGV[6], ARGV[7], tonumber(ARGV[8])
+  D = #seqs / SEQ_LEN
+  SEQ, ER, SK, SH, HINT = setmetatable({}, SEQ_MT), {}, {}, {}, {}
+end
+-- reset_state: every other per-call variable to its starting value.
+local function reset_state()
+  cfg, pcfg, nsx, N, SL, live, ndc, OV = nil, nil, nil, nil, nil, nil, nil, {}
+  osc, hw, dw, pls, decay_d, rw, temp, bpf, bdf, bs = nil, nil, nil, nil, nil, nil, nil, nil, nil, nil
+  required, TC, FAST, nexta, na, allowed, excluded = nil, nil, nil, nil, nil, nil, nil
+  seen, DEAD, HB, HO, widf, LV, lvstamp, MN, TK = nil, nil, nil, nil, nil, nil, nil, nil, nil
+  minPrefill, UNI, chosen, shit, fast = 0, nil, -1, false, false
+  CREASON, reasons, rorder, COSTS, CIDX, TIES, CCOST, CCRED = nil, {}, {}, {}, {}, nil, nil, nil
+end
+
+-- validate_route: memory_route.go validateRoute's checks against the pool (the others are done in Go):
+-- isl within [0, max_prompt_tokens], no more block hashes than isl's full blocks.
+local function validate_route()
   if isl < 0 or isl > cfg.mpt or D > math.floor(isl / cfg.bs) then return {'invalid'} end
+  return nil
+end
+-- prepare: memory_route.go prepare (validate, release expired leases, reclaim, sweep sessions), then Route's
+-- lease conflict check. Returns the refusal reply, or nil.
+local function prepare()
+  local refusal = validate_route()
+  if refusal then return refusal end
   release_expired(now)
   nsx = redis.call('ZCARD', K_SX)
   reclaim(now, 16, nsx > 0 and 32 or 0)
   sweep_sessions(now, cfg.sttl)
   if mode == 'route' and redis.call('HEXISTS', K_LS, reqid) == 1 then return {'conflict'} end
+  return nil
 end
 
-local RO = ros()
-local N = RO.n
-local SL = rslots()   -- candidate -> slot (read-only: memoized with the roster)
-local live = rlive()  -- slot -> roster index (likewise)
-local orph = {}
-do
-  local kv = redis.call('HGETALL', K_ORPH)
-  for i = 1, #kv, 2 do if tonumber(kv[i + 1]) > 0 then orph[tonumber(kv[i])] = true end end
-end
--- SEQ[i] = the 8-byte hash at query position i (0-based), sliced on first use: the jump search touches a
--- few positions.
-local SEQ = setmetatable({}, {__index = function(t, i) local s = string.sub(seqs, i * 8 + 1, i * 8 + 8); t[i] = s; return s end})
-
--- Event layer: ER[i] = the raw entry at query position i ('' none): parent seq 8 ‖ is_child 1 ‖
--- {slot u32, children·8 + tiers i32}* (tiers = the record's last byte % 8). A slot is looked up with
--- string.find on its 4 bytes, accepting only matches aligned to a record, so no probe parses the other
--- holders' records.
-local ER = {}
-local function eraw(i)
+-- event_entry: memory_overlap.go eventHolders.get: the raw event entry at query position i ('' none; lib.lua
+-- ENT), memoized in ER. Its bucket and field come straight from the query blob (ebucket/efield without
+-- slicing the hash); the bucket number's decimal name is memoized across calls (BUCKET_NAME: Lua formats
+-- a number with sprintf, ~1.5 k instructions; at most NB_E names, the same for every pool).
+local function event_entry(i)
   local s = ER[i]
   if not s then
-    local o = i * 8
-    local a, b = string.byte(seqs, o + 7, o + 8)   -- ebucket/efield, sliced from the blob
-    s = redis.call('HGET', K_E .. ((a * 256 + b) % NB_E), string.sub(seqs, o + 1, o + 7)) or ''
+    local o = i * SEQ_LEN
+    local a, b = string.byte(seqs, o + SEQ_LEN - 1, o + SEQ_LEN)
+    local n = (a * 256 + b) % NB_E
+    local name = BUCKET_NAME[n]
+    if not name then name = tostring(n); BUCKET_NAME[n] = name end
+    s = redis.call('HGET', K_E .. name, string.sub(seqs, o + 1, o + SEQ_LEN - 1)) or ''
     ER[i] = s
   end
   return s
 end
-local SK = {}
--- etier returns the tiers of slot's record at position i, or nil when it holds none there.
-local function etier(i, slot)
-  local s = eraw(i)
-  if #s < 17 then return nil end
+-- event_tiers: eventHolders.contains, giving the tiers of slot's record at position i (nil: none held). The
+-- slot is looked up where its record was in the last entry it was found in (HINT: holders of one chain
+-- keep their record order from position to position), else with string.find on its packed bytes (SK: memo)
+-- accepting only matches aligned to a record, so no probe parses the other holders' records. A slot has at
+-- most one record, so any aligned match is it. Returns a value that is truthy exactly when held: the jump
+-- search's contains.
+local function event_tiers(i, slot)
+  local s = ER[i] or event_entry(i)
+  local n = #s
+  if n < E_FIRST + E_REC - 1 then return nil end
   local key = SK[slot]
-  if not key then key = struct.pack('>I4', slot); SK[slot] = key end
-  local from = 10
-  while true do
-    local p = string.find(s, key, from, true)
-    if not p then return nil end
-    if (p - 10) % 8 == 0 then
-      local t = string.byte(s, p + 7) % 8
-      if t ~= 0 then return t end
-      return nil
+  if not key then key = struct.pack(ENT.SLOT_FMT, slot); SK[slot] = key end
+  local p = HINT[slot]
+  if not (p and p + E_REC - 1 <= n and string.sub(s, p, p + E_SLOT_LEN - 1) == key) then
+    local from = E_FIRST
+    while true do
+      p = string.find(s, key, from, true)
+      if not p then return nil end
+      if (p - E_FIRST) % E_REC == 0 then break end
+      from = p + 1
     end
-    from = p + 1
+    HINT[slot] = p
   end
+  local t = string.byte(s, p + E_TIER_BYTE) % E_TIERS
+  if t ~= 0 then return t end
+  return nil
 end
--- Soft layer: SH[i] = {slot -> expiry}.
-local SH = {}
-local function sh(i)
+-- soft_entry: memory_overlap.go softHolders' entry at position i, parsed: {slot -> expiry ms} (memo SH).
+local function soft_entry(i)
   local h = SH[i]
   if h then return h end
   h = {}
   local s = redis.call('HGET', sbucket(SEQ[i]), SEQ[i])
   if s then
-    for off = 1, #s, 12 do
-      local slot, exp = struct.unpack('>I4d', s, off)
+    for off = 1, #s, SOFT.REC do
+      local slot, exp = struct.unpack(SOFT.FMT, s, off)
       h[slot] = exp
     end
   end
   SH[i] = h
   return h
 end
+-- soft_contains: softHolders.contains (an entry counts until its expiry).
+local function soft_contains(i, s) local e = soft_entry(i)[s]; return e ~= nil and e > now end
 
--- jump_depths: the same search as memory_overlap.go jumpDepths (stride 32, same binary search).
-local function jump_depths(at0, contains, d, depth)
-  if d == 0 or #at0 == 0 then return end
-  local active = at0
-  local lo = 0
-  while #active > 0 and lo < d - 1 do
-    local hi = lo + 32
+-- jump_depths: memory_overlap.go jumpDepths, the same search (windows of 32, 64, 128, … positions, ending at
+-- 32, 96, 224, 480, …; same binary search): depth[s] = the prefix length holder s holds, for the holders
+-- active of position 0 (filtered in place, as Go's keep := active[:0]: no table per window, no ipairs).
+local function jump_depths(active, contains, d, depth)
+  local n = #active
+  if d == 0 or n == 0 then return end
+  local lo, step = 0, 32
+  while n > 0 and lo < d - 1 do
+    local hi = lo + step
     if hi > d - 1 then hi = d - 1 end
-    local keep = {}
-    for _, s in ipairs(active) do
+    local kept = 0
+    for k = 1, n do
+      local s = active[k]
       if contains(hi, s) then
-        keep[#keep + 1] = s
+        kept = kept + 1
+        active[kept] = s
       else
         local l, r = lo, hi
         while r - l > 1 do
@@ -137,34 +213,23 @@ local function jump_depths(at0, contains, d, depth)
         depth[s] = l + 1
       end
     end
-    active = keep
+    for k = kept + 1, n do active[k] = nil end
+    n = kept
     lo = hi
+    step = step * 2   -- O(log D) windows (Go: the same)
   end
-  for _, s in ipairs(active) do depth[s] = lo + 1 end
+  for k = 1, n do depth[active[k]] = lo + 1 end
 end
-
-local ev = {}
-if D > 0 and N > 0 then
-  local at0 = {}
-  local s0 = eraw(0)
-  for off = 10, #s0 - 7, 8 do
-    local s, w = struct.unpack('>I4i4', s0, off)
-    local t = w % 8
-    if t ~= 0 and live[s] and not orph[s] then at0[#at0 + 1] = s end
-  end
-  jump_depths(at0, function(i, s) return etier(i, s) ~= nil end, D, ev)
-  for s in pairs(orph) do
-    if live[s] then
-      local d = 0
-      while d < D and etier(d, s) do d = d + 1 end
-      if d > 0 then ev[s] = d end
-    end
-  end
+-- linear_depth: memory_overlap.go linearDepth, for a slot holding orphans (its chain need not be
+-- prefix-closed): block by block.
+local function linear_depth(s)
+  local d = 0
+  while d < D and event_tiers(d, s) do d = d + 1 end
+  return d
 end
--- Tier split (memory: tierSplit) for ranks holding non-device blocks.
-local OV = {}   -- slot -> {dev, host, disk, event, soft}
-local ndc = nil
-for s, d in pairs(ev) do
+-- tier_split: memory_overlap.go tierSplit: the device/host/disk split of slot s's d blocks (only slots
+-- with non-device blocks, nd, are walked; nd is read on the first call).
+local function tier_split(s, d)
   if not ndc then
     ndc = {}
     local kv = redis.call('HGETALL', K_ND)
@@ -174,34 +239,64 @@ for s, d in pairs(ev) do
   if ndc[s] then
     dev = 0
     for i = 0, d - 1 do
-      local t = etier(i, s)
+      local t = event_tiers(i, s)
       if bit.band(t, 1) ~= 0 then dev = dev + 1 elseif bit.band(t, 2) ~= 0 then host = host + 1 else disk = disk + 1 end
     end
   end
-  OV[s] = {dev, host, disk, d, 0}
+  return dev, host, disk
 end
-if D > 0 and nsx ~= 0 and redis.call('ZCARD', K_SX) > 0 then
-  local soft = {}
-  local at0 = {}
-  for s, exp in pairs(sh(0)) do
-    if exp > now and live[s] then at0[#at0 + 1] = s end
+-- overlaps: memory_route.go overlaps: every live rank's overlap (OV), the event layer (jump search over
+-- position 0's holders, orphan holders block by block, then the tier split) and the soft layer (skipped
+-- when sx was empty before reclamation or is now).
+local function overlaps()
+  local ev = {}
+  if D > 0 and N > 0 then
+    local orph = {}
+    local kv = redis.call('HGETALL', K_ORPH)
+    for i = 1, #kv, 2 do if tonumber(kv[i + 1]) > 0 then orph[tonumber(kv[i])] = true end end
+    local at0 = {}
+    local s0 = event_entry(0)
+    for off = E_FIRST, #s0 - E_REC + 1, E_REC do
+      local s, w = struct.unpack(ENT.FMT, s0, off)
+      if w % E_TIERS ~= 0 and live[s] and not orph[s] then at0[#at0 + 1] = s end
+    end
+    jump_depths(at0, event_tiers, D, ev)
+    for s in pairs(orph) do
+      if live[s] then
+        local d = linear_depth(s)
+        if d > 0 then ev[s] = d end
+      end
+    end
   end
-  jump_depths(at0, function(i, s) local e = sh(i)[s]; return e ~= nil and e > now end, D, soft)
-  for s, d in pairs(soft) do
-    local o = OV[s]
-    if not o then o = {0, 0, 0, 0, 0}; OV[s] = o end
-    o[5] = d
+  for s, d in pairs(ev) do
+    local dev, host, disk = tier_split(s, d)
+    OV[s] = {device = dev, host = host, disk = disk, event = d, soft = 0}
+  end
+  if D > 0 and nsx ~= 0 and redis.call('ZCARD', K_SX) > 0 then
+    local soft = {}
+    local at0 = {}
+    for s, exp in pairs(soft_entry(0)) do
+      if exp > now and live[s] then at0[#at0 + 1] = s end
+    end
+    jump_depths(at0, soft_contains, D, soft)
+    for s, d in pairs(soft) do
+      local o = OV[s]
+      if not o then o = {device = 0, host = 0, disk = 0, event = 0, soft = 0}; OV[s] = o end
+      o.soft = d
+    end
   end
 end
--- effective: soft blocks beyond the event depth count as device blocks.
+-- effective: types.go Overlap.Effective: soft blocks beyond the event depth count as device blocks.
+-- Returns device, host, disk, depth (all 0 for nil: no overlap).
 local function effective(o)
   if not o then return 0, 0, 0, 0 end
-  local dev, depth = o[1], o[4]
-  if o[5] > o[4] then dev = dev + o[5] - o[4]; depth = o[5] end
-  return dev, o[2], o[3], depth
+  local dev, depth = o.device, o.event
+  if o.soft > o.event then dev = dev + o.soft - o.event; depth = o.soft end
+  return dev, o.host, o.disk, depth
 end
-
-if mode == 'query' then
+-- scores: memory_route.go Memory.Overlap: the 'scores' reply, candidates with a non-zero depth in roster
+-- order.
+local function scores()
   local out = {'scores'}
   for i = 1, N do
     local _, _, _, d = effective(OV[SL[i]])
@@ -213,77 +308,78 @@ if mode == 'query' then
   return out
 end
 
--- Knobs with the request's overrides (from here on cfg holds the effective values; pcfg the pool's).
-local nexta   -- ARGV index of the allowed worker count
-local pcfg = cfg
-cfg, nexta = cfg_override(cfg, ARGV, 9)
-local osc, hw, dw, pls = cfg.osc, cfg.hw, cfg.dw, cfg.pls
-local decay_d, rw, temp, bpf, bdf = cfg.decay, cfg.rw, cfg.temp, cfg.bpf, cfg.bdf
-local bs = cfg.bs
-local required = math.floor((isl + bs - 1) / bs)
--- cost_model ttft: every candidate's coefficients (TT.coeffs: TC[2i-1] prefill rate, TC[2i] decode coeff)
-local TC = (cfg.cm == 1 and mode ~= 'query') and TT.coeffs(cfg, N) or nil
-local allowed = nil
-local na = tonumber(ARGV[nexta])
-if na > 0 then
-  allowed = {}
-  for i = 1, na do allowed[ARGV[nexta + i]] = true end
+-- apply_overrides: knobs.go Overrides.Apply: from here on cfg holds the effective knobs, pcfg the pool's.
+local function apply_overrides(ARGV)
+  pcfg = cfg
+  cfg, nexta = cfg_override(cfg, ARGV, 9)
+  osc, hw, dw, pls = cfg.osc, cfg.hw, cfg.dw, cfg.pls
+  decay_d, rw, temp, bpf, bdf = cfg.decay, cfg.rw, cfg.temp, cfg.bpf, cfg.bdf
+  bs = cfg.bs
+  required = math.floor((isl + bs - 1) / bs)
+  TC = (cfg.cm == 1 and mode ~= 'query') and TT.coeffs(cfg, N) or nil
 end
--- FAST: the decision can take fast_select (below) instead of the full scan: a routing decision with
--- temperature 0, scored with the pool's own prefill_load_scale and decode_active_request_weight (lz is
--- ordered by them) within memory_select.go's safeKnob range (statestore.MaxKnob = 1e9): the memory
--- store's chooseFast conditions.
+-- safe_knob: memory_select.go safeKnob (statestore.MaxKnob = 1e9).
 local function safe_knob(v) return v == 0 or (v >= 1e-200 and v <= 1e9) end
--- cost_model ttft never takes it: per-rank coefficients make a cost depend on more than the load (memory:
--- chooseFast returns nil too).
-local FAST = mode == 'route' and temp <= 0 and N > 0 and not TC
-  and pls == pcfg.pls and rw == pcfg.rw and safe_knob(pls) and safe_knob(rw)
--- Liveness under worker_ttl_ms (live iff now < last seen + ttl): the full scan reads the whole seen hash;
--- the fast path reads only the dead workers, the head of sz up to now − ttl (DEAD, O(dead)).
-local seen, DEAD = nil, nil
-if cfg.wttl > 0 then
-  if FAST then
-    DEAD = {}
-    for _, wid in ipairs(redis.call('ZRANGEBYSCORE', K_SZ, '-inf', now - cfg.wttl)) do DEAD[wid] = true end
-  else
-    seen = {}
-    local kv = redis.call('HGETALL', K_SEEN)
-    for i = 1, #kv, 2 do seen[kv[i]] = tonumber(kv[i + 1]) end
-  end
+-- fast_allowed: memory_select.go chooseFast's opening test: a routing decision with temperature 0, scored
+-- with the pool's own prefill_load_scale and decode_active_request_weight (lz is ordered by them) within
+-- safeKnob's range. cost_model ttft never takes it: per-rank coefficients make a cost depend on more than
+-- the load (memory: chooseFast returns nil too).
+local function fast_allowed()
+  return mode == 'route' and temp <= 0 and N > 0 and not TC
+    and pls == pcfg.pls and rw == pcfg.rw and safe_knob(pls) and safe_knob(rw)
 end
+-- new_route_filter: memory_route.go newRouteFilter (allowed, excluded) plus what memPool.live and the
+-- health test read. Liveness under worker_ttl_ms (live iff now < last seen + ttl): the full scan reads the
+-- whole seen hash; the fast path only the dead workers, the head of sz up to now − ttl (DEAD, O(dead)).
+-- Health (hu): HB marked and skipped (in the back-off window, or probed by another decision), HO half-open
+-- (the decision that books it takes the probe).
+local function new_route_filter(ARGV)
+  na = tonumber(ARGV[nexta])
+  if na > 0 then
+    allowed = {}
+    for i = 1, na do allowed[ARGV[nexta + i]] = true end
+  end
+  if cfg.wttl > 0 then
+    if FAST then
+      DEAD = {}
+      for _, wid in ipairs(redis.call('ZRANGEBYSCORE', K_SZ, '-inf', now - cfg.wttl)) do DEAD[wid] = true end
+    else
+      seen = {}
+      local kv = redis.call('HGETALL', K_SEEN)
+      for i = 1, #kv, 2 do seen[kv[i]] = tonumber(kv[i + 1]) end
+    end
+  end
+  local nx = tonumber(ARGV[nexta + 1 + na])
+  if nx > 0 then
+    excluded = {}
+    for i = 1, nx do excluded[ARGV[nexta + 1 + na + i]] = true end
+  end
+  if cfg.ua > 0 then
+    local kv = redis.call('HGETALL', K_HU)
+    for i = 1, #kv, 2 do
+      local u, p, b = struct.unpack('>ddd', kv[i + 1])
+      if now < u or now < p then
+        HB = HB or {}
+        HB[kv[i]] = true
+      else
+        HO = HO or {}
+        HO[kv[i]] = {u, b}
+      end
+    end
+  end
+  widf = allowed or pinned ~= '' or cfg.wttl > 0 or excluded or HB
+end
+-- is_live: memory.go memPool.live.
 local function is_live(wid)
   if cfg.wttl == 0 then return true end
   if DEAD then return not DEAD[wid] end
   return now < (seen[wid] or 0) + cfg.wttl
 end
-local excluded = nil
-local nx = tonumber(ARGV[nexta + 1 + na])
-if nx > 0 then
-  excluded = {}
-  for i = 1, nx do excluded[ARGV[nexta + 1 + na + i]] = true end
-end
--- HB[wid]: marked and skipped (in its back-off window, or probed by another decision); HO[wid] = {until,
--- backoff}: half-open, the decision that books it takes the probe. nil when empty.
-local HB, HO = nil, nil
-if cfg.ua > 0 then
-  local kv = redis.call('HGETALL', K_HU)
-  for i = 1, #kv, 2 do
-    local u, p, b = struct.unpack('>ddd', kv[i + 1])
-    if now < u or now < p then
-      HB = HB or {}
-      HB[kv[i]] = true
-    else
-      HO = HO or {}
-      HO[kv[i]] = {u, b}
-    end
-  end
-end
-local widf = allowed or pinned ~= '' or cfg.wttl > 0 or excluded or HB
--- Loads: LV[3i-2..3i] = candidate i's prefill tokens, decode blocks, requests. The full scan reads the whole
--- column (one GET, or the memo kept across calls under the loads stamp, lv_touch in lib.lua; this call's own
--- releases above are already applied to it); the fast path reads a candidate's loads on first use only
--- (lazy_loads: one GETRANGE each). Read-only until the booking below.
-local LV, lvstamp = lv_memo_get(N)
+
+-- Loads. The full scan reads the whole column (full_loads: one GET per chunk, or the memo kept across
+-- calls under the loads stamp, lv_touch in lib.lua; this call's own releases are already applied to it);
+-- the fast path reads a candidate's loads on first use only (lazy_loads: one GETRANGE each). Read-only
+-- until book.
 local function full_loads()
   if N > 0 then
     local lvs = lv_all()
@@ -303,22 +399,26 @@ local function lazy_loads()
     return rawget(t, j)
   end})
 end
--- MN/TK: candidates' max_num_batched_tokens / total_kv_blocks (only with a busy fraction): whole columns
--- for the full scan, one record field on first use for the fast path.
-local MN, TK
+-- lazy_field: a candidate record's f64 field at offset off (ROFF), read on first use.
 local function lazy_field(off)
   return setmetatable({}, {__index = function(t, i) local v = rnum(i, off); t[i] = v; return v end})
 end
-if not LV then if FAST then lazy_loads() else full_loads() end end
-if FAST then
-  MN = (bpf > 0) and lazy_field(ROFF.MNBT) or nil
-  TK = (bdf > 0) and lazy_field(ROFF.TKV) or nil
-else
-  MN = (bpf > 0) and rcol(ROFF.MNBT, 'd', 8) or nil
-  TK = (bdf > 0) and rcol(ROFF.TKV, 'd', 8) or nil
+-- read_loads: LV (the loads memo when fresh), and MN/TK, whole columns for the full scan, one record field
+-- on first use for the fast path.
+local function read_loads()
+  LV, lvstamp = lv_memo_get(N)
+  if not LV then if FAST then lazy_loads() else full_loads() end end
+  if FAST then
+    MN = (bpf > 0) and lazy_field(ROFF.MNBT) or nil
+    TK = (bdf > 0) and lazy_field(ROFF.TKV) or nil
+  else
+    MN = (bpf > 0) and rcol(ROFF.MNBT, 'd', 8) or nil
+    TK = (bdf > 0) and rcol(ROFF.TKV, 'd', 8) or nil
+  end
 end
--- freason: candidate i's filter reason ('' eligible), in selection.go's order.
-local function freason(i)
+
+-- filter_reason: memory_route.go filterReason: candidate i's filter reason ('' eligible), in its order.
+local function filter_reason(i)
   if widf then
     local wid = rwid(i)
     if not is_live(wid) then return R_NOT_LIVE
@@ -332,9 +432,8 @@ local function freason(i)
   if TK and TK[i] > 0 and LV[3 * i - 1] > bdf * TK[i] then return R_BUSY_DECODE end
   return ''
 end
-local minPrefill = 0   -- the credit decay's reference (the full scan's pass below; unused without decay)
--- cost_of: candidate i's cost and credit (selection.go Cost; cost_model ttft: ttft_route.go TTFTCandidate,
--- credit 0), same operation order.
+-- cost_of: selection.go Cost (cost_model ttft: ttft_route.go TTFTCandidate, credit 0): candidate i's cost
+-- and credit, same operation order (same IEEE double results).
 local function cost_of(i)
   local p = LV[3 * i - 2]
   local o = OV[SL[i]]
@@ -370,70 +469,73 @@ local function worker_ranks(wid, f)
     if i then f(i, w[W.RIDS][r]) end
   end
 end
--- UNI: on the fast path, a pinned worker's or an allow-list of at most UNIVERSE_MAX workers' ranks in
--- roster order (every other rank is filtered 'not_pinned'/'not_allowed'), else nil.
+-- universe: memory_select.go universe: a pinned worker's or an allow-list of at most UNIVERSE_MAX workers'
+-- ranks in roster order (every other rank is filtered 'not_pinned'/'not_allowed'), else nil.
 local UNIVERSE_MAX = 64
-local UNI = nil
-if FAST and (pinned ~= '' or (na > 0 and na <= UNIVERSE_MAX)) then
-  UNI = {}
-  local done = {}
+local function universe(ARGV)
+  if not (pinned ~= '' or (na > 0 and na <= UNIVERSE_MAX)) then return nil end
+  local U, done = {}, {}
   for _, id in ipairs(pinned ~= '' and {pinned} or {unpack(ARGV, nexta + 1, nexta + na)}) do
     if not done[id] then
       done[id] = true
-      worker_ranks(id, function(i) UNI[#UNI + 1] = i end)
+      worker_ranks(id, function(i) U[#U + 1] = i end)
     end
   end
-  table.sort(UNI)
+  table.sort(U)
+  return U
 end
--- The fast path's minPrefill, only when a holder's credit is decayed (memory: minEligiblePrefill): over
+-- min_eligible_prefill: memory_select.go minEligiblePrefill, the fast path's credit decay reference: over
 -- UNI, or the first eligible candidate of lp (candidates by prefill tokens; O(ranks filtered ahead of it)).
-if FAST and decay_d > 0 and required > 0 and next(OV) then
+-- 0 when none is eligible.
+local function min_eligible_prefill()
+  local m = 0
   if UNI then
     local any = false
     for _, i in ipairs(UNI) do
-      if freason(i) == '' and (not any or LV[3 * i - 2] < minPrefill) then minPrefill, any = LV[3 * i - 2], true end
+      if filter_reason(i) == '' and (not any or LV[3 * i - 2] < m) then m, any = LV[3 * i - 2], true end
     end
-  else
-    local from, found = 0, false
-    while not found do
-      local page = redis.call('ZRANGE', K_LP, from, from + 15)
-      if #page == 0 then break end
-      for _, ck in ipairs(page) do
-        local i = live[LZ.slot(ck)]
-        if i and freason(i) == '' then
-          minPrefill, found = LV[3 * i - 2], true
-          break
-        end
-      end
-      from = from + 16
-    end
+    return m
   end
+  local from = 0
+  while true do
+    local page = redis.call('ZRANGE', K_LP, from, from + 15)
+    if #page == 0 then break end
+    for _, ck in ipairs(page) do
+      local i = live[LZ.slot(ck)]
+      if i and filter_reason(i) == '' then return LV[3 * i - 2] end
+    end
+    from = from + 16
+  end
+  return m
 end
--- Session affinity: a live binding to an eligible rank wins (found through its worker's record, O(dp)).
-local chosen, shit = -1, false
-local sdel = false
-if cfg.sttl > 0 and session ~= '' then
+-- bound_rank: memory_route.go boundRank: the roster index of the rank a live session binding names when
+-- it is eligible (-1: none), found through its worker's record (O(dp)); a binding whose worker is dead or
+-- removed, or that expired, is deleted.
+local function bound_rank()
+  if not (cfg.sttl > 0 and session ~= '') then return -1 end
   local sp = redis.call('HGET', K_SS, session)
-  if sp then
-    local s = cmsgpack.unpack(sp)
-    local ri = nil
-    worker_ranks(s[S.WID], function(i, rid) if rid == s[S.RID] then ri = i end end)
-    if not ri or not is_live(rwid(ri)) or (s[S.ACTIVE] == 0 and now >= s[S.IDLE] + cfg.sttl) then
-      sdel = true
-    elseif freason(ri) == '' then
-      chosen, shit = ri, true
-    end
+  if not sp then return -1 end
+  local s = cmsgpack.unpack(sp)
+  local ri = nil
+  worker_ranks(s[S.WID], function(i, rid) if rid == s[S.RID] then ri = i end end)
+  if not ri or not is_live(rwid(ri)) or (s[S.ACTIVE] == 0 and now >= s[S.IDLE] + cfg.sttl) then
+    redis.call('HDEL', K_SS, session)
+    redis.call('ZREM', K_SY, session)
+    return -1
   end
+  if filter_reason(ri) == '' then return ri end
+  return -1
 end
 
--- pick_tie: pick's temperature-0 rule, the floor(r·k)-th (0-based, clamped) of k tied candidates.
+-- pick_tie: selection.go Pick's temperature-0 rule, the floor(r·k)-th (0-based, clamped) of k tied
+-- candidates.
 local function pick_tie(k)
   local want = math.floor(rnd * k)
   if want >= k then want = k - 1 end
   return want
 end
--- fast_select: the decision of the full scan below, without visiting every candidate (memory_select.go
--- chooseFast, whose comment proves the walk exact; the same constant SLACK = s = 1 − 2^-40 and bound
+-- choose_fast: memory_select.go chooseFast, the decision of the full scan (evaluate) without visiting every
+-- candidate (its comment proves the walk exact; the same constant SLACK = s = 1 − 2^-40 and bound
 -- lb(K) = (K·s + cLo)·s). Returns the chosen roster index, or nil: the full scan decides (nothing eligible,
 -- so its reasons are needed; or lz disagrees with lc, which never happens when they are kept by lv_set).
 --   - a pinned worker or an allow-list of at most UNIVERSE_MAX workers: just their ranks, the full scan's
@@ -445,93 +547,21 @@ end
 --     (no allow-list: holders, excluded, health-marked and dead workers' ranks, SKIP) and its load is not
 --     busy-testable (no busy fraction, or a zero load); otherwise every member is tested (exact, linear in
 --     the members of the groups read);
---   - the floor(r·k)-th of the k tied candidates in candidate order (= roster order): tied holders and
---     listed members (E) merged with the counted groups (C) by order statistics over each group's
---     contiguous rank range (ZRANGE lz i i; skipped members' ranks by ZRANK): a direct index with one
---     group, a merge with one group and listed candidates, binary searches (pickTied) with several
---     (fetched and sorted instead when at most EXPAND_MAX are tied).
+--   - pick_tied picks among the ties.
 local SLACK, EXPAND_MAX = 1 - 2 ^ -40, 64
-local function fast_select()
-  if UNI then
-    local best, ties = nil, {}
-    for _, i in ipairs(UNI) do
-      if freason(i) == '' then
-        local c = cost_of(i)
-        if not best or c < best then best, ties = c, {i}
-        elseif c == best then ties[#ties + 1] = i end
-      end
-    end
-    if not best then return nil end
-    return ties[pick_tie(#ties) + 1]
-  end
-  local m, found, TH = 0, false, {}   -- least cost so far, whether any, tied holders
-  for s in pairs(OV) do
-    local i = live[s]
-    if freason(i) == '' then
-      local c = cost_of(i)
-      if not found or c < m then m, found, TH = c, true, {i}
-      elseif c == m then TH[#TH + 1] = i end
-    end
-  end
-  local listable = allowed == nil
-  local SKIP = {}   -- listable: load (24 bytes) -> roster indices a group count leaves out
-  if listable then
-    local sk = {}
-    for s in pairs(OV) do sk[live[s]] = true end
-    local function add(i) sk[i] = true end
-    for wid in pairs(excluded or {}) do worker_ranks(wid, add) end
-    for wid in pairs(HB or {}) do worker_ranks(wid, add) end
-    for wid in pairs(DEAD or {}) do worker_ranks(wid, add) end
-    for i in pairs(sk) do
-      local l = struct.pack('>ddd', LV[3 * i - 2], LV[3 * i - 1], LV[3 * i])   -- lv's bytes, re-packed
-      SKIP[l] = SKIP[l] or {}
-      table.insert(SKIP[l], i)
-    end
-  end
-  local cLo = (pls * (isl / bs) + required) * SLACK
-  local G = {}   -- tied groups {a = first lz rank, n = size, l = load, k = eligible, list = eligible (not counted)}
-  local pos, prev = 0, nil
-  while true do
-    local mem = redis.call('ZRANGE', K_LZ, pos, pos)[1]
-    if not mem then break end
-    local l = string.sub(mem, 1, 24)
-    if l == prev then return nil end   -- lc undercounts: not a group boundary
-    prev = l
-    local p, d, r = struct.unpack('>ddd', l)
-    if found and ((pls * (p / bs) + d + rw * r) * SLACK + cLo) * SLACK > m then break end
-    local n = tonumber(redis.call('HGET', K_LC, l) or '')
-    if not n or n < 1 then return nil end
-    local prefill = (p + isl) / bs   -- cost_of's no-overlap arithmetic, same operations
-    if prefill < 0 then prefill = 0 end
-    local cost = pls * prefill + (d + required) + rw * r
-    if not found or cost <= m then
-      local g = {a = pos, n = n, l = l}
-      if listable and (bpf == 0 or p == 0) and (bdf == 0 or d == 0) then
-        g.k = n - #(SKIP[l] or {})
-      else
-        g.list = {}
-        for _, x in ipairs(redis.call('ZRANGE', K_LZ, pos, pos + n - 1)) do
-          local i = live[LZ.slot(x)]
-          if not i then return nil end
-          if not OV[SL[i]] and freason(i) == '' then g.list[#g.list + 1] = i end
-        end
-        g.k = #g.list
-      end
-      if g.k > 0 then
-        if not found or cost < m then m, found, TH, G = cost, true, {}, {g}
-        else G[#G + 1] = g end
-      end
-    end
-    pos = pos + n
-  end
-  if not found then return nil end
-  -- Pick among the ties: E (holders and listed members, roster indices) and C (counted groups).
-  local E, C, k, nc = {}, {}, #TH, 0
+-- pick_tied: memory_select.go pickTied: the floor(r·k)-th of the k tied candidates in candidate order (=
+-- roster order): tied holders TH and listed members (E) merged with the counted groups (C) by order
+-- statistics over each group's contiguous rank range (ZRANGE lz i i; skipped members' ranks by ZRANK): a
+-- direct index with one group, a merge with one group and listed candidates, binary searches with several
+-- (fetched and sorted instead when at most EXPAND_MAX are tied). G: the tied groups, SKIP: load -> roster
+-- indices a group count leaves out.
+local function pick_tied(TH, G, SKIP)
+  local E, C, k = {}, {}, #TH
   for _, i in ipairs(TH) do E[#E + 1] = i end
   for _, g in ipairs(G) do
     k = k + g.k
     if g.list then for _, i in ipairs(g.list) do E[#E + 1] = i end
-    else C[#C + 1] = g; nc = nc + g.k end
+    else C[#C + 1] = g end
   end
   local want = pick_tie(k)
   if #C == 0 or (#C > 1 and k <= EXPAND_MAX) then   -- no counted group, or few ties: fetch every one
@@ -611,77 +641,85 @@ local function fast_select()
   end
   return x
 end
-local fast = false   -- the decision came from fast_select (reported to the store: a test hook)
-if FAST and chosen < 0 then
-  local i = fast_select()
-  if i then chosen, fast = i, true end
-end
-
--- The full scan: every candidate's filter reason and cost (not needed when FAST holds and a decision is
--- made: the chosen candidate's cost needs nothing below; its decay reference minPrefill came from lp/UNI).
-local CREASON = nil   -- CREASON[i]: candidate i's filter reason ('' eligible); nil when no filter applies
-local reasons, rorder = {}, {}
-local COSTS, CIDX, TIES, CMIN = {}, {}, nil, nil
-local CCOST, CCRED = nil, nil
-if not (FAST and chosen >= 0) then
-  if getmetatable(LV) then full_loads() end
-  if getmetatable(MN) then MN = rcol(ROFF.MNBT, 'd', 8) end
-  if getmetatable(TK) then TK = rcol(ROFF.TKV, 'd', 8) end
-  local anyEligible = false
-  if not widf and not MN and not TK then
-    -- minPrefill feeds only the credit decay: skip the pass without it.
-    for i = 1, decay_d > 0 and N or 0 do
-      local p = LV[3 * i - 2]
-      if not anyEligible or p < minPrefill then minPrefill, anyEligible = p, true end
-    end
-  else CREASON = {} end
-  for i = 1, CREASON and N or 0 do
-    local reason = freason(i)
-    if reason ~= '' then
-      if not reasons[reason] then reasons[reason] = 0; rorder[#rorder + 1] = reason end
-      reasons[reason] = reasons[reason] + 1
-    elseif not anyEligible or LV[3 * i - 2] < minPrefill then
-      minPrefill, anyEligible = LV[3 * i - 2], true
-    end
-    CREASON[i] = reason
-  end
-  -- costs: the eligible candidates' costs. With temperature <= 0 (and not explaining) one pass keeps only
-  -- the minimum and its ties in roster order (TIES), which is all pick's rule floor(r·k) reads; otherwise
-  -- every eligible cost goes to COSTS/CIDX for the softmax (and CCOST/CCRED keep every candidate's terms for
-  -- explain).
-  if mode == 'explain' or temp > 0 then
-    CCOST, CCRED = {}, {}
-    local nc = 0
-    for i = 1, N do
-      local cost, credit = cost_of(i)
-      CCOST[i], CCRED[i] = cost, credit
-      if not CREASON or CREASON[i] == '' then nc = nc + 1; COSTS[nc] = cost; CIDX[nc] = i end
-    end
-  elseif chosen < 0 then
-    -- A candidate holding none of the prompt costs cost_of's no-overlap arithmetic, inlined (same
-    -- operations in the same order: credit is +0 there and never subtracted), so the per-candidate work of
-    -- the common case is a few table reads and no call.
-    TIES = {}
-    for i = 1, N do
-      if not CREASON or CREASON[i] == '' then
-        local cost
-        if TC or OV[SL[i]] then cost = cost_of(i)
-        else
-          local j = 3 * i
-          local prefill = (LV[j - 2] + isl) / bs
-          if prefill < 0 then prefill = 0 end
-          cost = pls * prefill + (LV[j - 1] + required) + rw * LV[j]
-        end
-        if not CMIN or cost < CMIN then CMIN = cost; TIES = {i}
-        elseif cost == CMIN then TIES[#TIES + 1] = i end
+local function choose_fast()
+  if UNI then
+    local best, ties = nil, {}
+    for _, i in ipairs(UNI) do
+      if filter_reason(i) == '' then
+        local c = cost_of(i)
+        if not best or c < best then best, ties = c, {i}
+        elseif c == best then ties[#ties + 1] = i end
       end
     end
+    if not best then return nil end
+    return ties[pick_tie(#ties) + 1]
   end
+  local m, found, TH = 0, false, {}   -- least cost so far, whether any, tied holders
+  for s in pairs(OV) do
+    local i = live[s]
+    if filter_reason(i) == '' then
+      local c = cost_of(i)
+      if not found or c < m then m, found, TH = c, true, {i}
+      elseif c == m then TH[#TH + 1] = i end
+    end
+  end
+  local listable = allowed == nil
+  local SKIP = {}   -- listable: load (24 bytes) -> roster indices a group count leaves out
+  if listable then
+    local sk = {}
+    for s in pairs(OV) do sk[live[s]] = true end
+    local function add(i) sk[i] = true end
+    for wid in pairs(excluded or {}) do worker_ranks(wid, add) end
+    for wid in pairs(HB or {}) do worker_ranks(wid, add) end
+    for wid in pairs(DEAD or {}) do worker_ranks(wid, add) end
+    for i in pairs(sk) do
+      local l = struct.pack('>ddd', LV[3 * i - 2], LV[3 * i - 1], LV[3 * i])   -- lv's bytes, re-packed
+      SKIP[l] = SKIP[l] or {}
+      table.insert(SKIP[l], i)
+    end
+  end
+  local cLo = (pls * (isl / bs) + required) * SLACK
+  local G = {}   -- tied groups {a = first lz rank, n = size, l = load, k = eligible, list = eligible (not counted)}
+  local pos, prev = 0, nil
+  while true do
+    local mem = redis.call('ZRANGE', K_LZ, pos, pos)[1]
+    if not mem then break end
+    local l = string.sub(mem, 1, 24)
+    if l == prev then return nil end   -- lc undercounts: not a group boundary
+    prev = l
+    local p, d, r = struct.unpack('>ddd', l)
+    if found and ((pls * (p / bs) + d + rw * r) * SLACK + cLo) * SLACK > m then break end
+    local n = tonumber(redis.call('HGET', K_LC, l) or '')
+    if not n or n < 1 then return nil end
+    local prefill = (p + isl) / bs   -- cost_of's no-overlap arithmetic, same operations
+    if prefill < 0 then prefill = 0 end
+    local cost = pls * prefill + (d + required) + rw * r
+    if not found or cost <= m then
+      local g = {a = pos, n = n, l = l}
+      if listable and (bpf == 0 or p == 0) and (bdf == 0 or d == 0) then
+        g.k = n - #(SKIP[l] or {})
+      else
+        g.list = {}
+        for _, x in ipairs(redis.call('ZRANGE', K_LZ, pos, pos + n - 1)) do
+          local i = live[LZ.slot(x)]
+          if not i then return nil end
+          if not OV[SL[i]] and filter_reason(i) == '' then g.list[#g.list + 1] = i end
+        end
+        g.k = #g.list
+      end
+      if g.k > 0 then
+        if not found or cost < m then m, found, TH, G = cost, true, {}, {g}
+        else G[#G + 1] = g end
+      end
+    end
+    pos = pos + n
+  end
+  if not found then return nil end
+  return pick_tied(TH, G, SKIP)
 end
-local function creason(i) return CREASON and CREASON[i] or '' end
--- Pick (selection.go Pick).
+
+-- fexp: selection.go Exp, Go's portable exp, operation by operation.
 local function fexp(x)
-  -- selection.go Exp: Go's portable exp, operation by operation.
   if x ~= x or x == math.huge then return x end
   if x == -math.huge then return 0 end
   if x > 7.09782712893383973096e+02 then return math.huge end
@@ -703,6 +741,7 @@ local function fexp(x)
   local y = 1 - ((lo - (r * c) / (2 - c)) - hi)
   return math.ldexp(y, k)
 end
+-- pick: selection.go Pick: the 1-based index of the chosen cost among cs (temperature T, random r).
 local function pick(cs, T, r)
   local n = #cs
   if n == 0 then return -1 end
@@ -743,89 +782,122 @@ local function pick(cs, T, r)
   end
   return n
 end
-if chosen < 0 then
-  if TIES then
-    -- pick's temperature-0 rule on the ties alone: the floor(r·k)-th of the k minima (clamped).
-    if #TIES > 0 then chosen = TIES[pick_tie(#TIES) + 1] end
-  elseif #COSTS > 0 then
-    chosen = CIDX[pick(COSTS, temp, rnd)]
+-- evaluate: memory_route.go evaluateOver over the whole roster (the full scan), for what choose_fast does
+-- not decide: every candidate's filter reason (reasons, rorder, CREASON) and the credit decay's minPrefill,
+-- the eligible costs, then pick unless a session binding chose c already. Returns the chosen roster index
+-- (-1: nothing eligible).
+--   - with temperature <= 0 (and not explaining) one pass keeps only the minimum and its ties in roster
+--     order (TIES), which is all pick's rule floor(r·k) reads; a candidate holding none of the prompt costs
+--     cost_of's no-overlap arithmetic, inlined (same operations in the same order: credit is +0 there and
+--     never subtracted), so the per-candidate work of the common case is a few table reads and no call;
+--   - otherwise every eligible cost goes to COSTS/CIDX for the softmax (and CCOST/CCRED keep every
+--     candidate's terms for explain).
+local function evaluate(c)
+  if getmetatable(LV) then full_loads() end
+  if getmetatable(MN) then MN = rcol(ROFF.MNBT, 'd', 8) end
+  if getmetatable(TK) then TK = rcol(ROFF.TKV, 'd', 8) end
+  local lv = LV
+  local anyEligible = false
+  if not widf and not MN and not TK then
+    -- minPrefill feeds only the credit decay: skip the pass without it.
+    for i = 1, decay_d > 0 and N or 0 do
+      local p = lv[3 * i - 2]
+      if not anyEligible or p < minPrefill then minPrefill, anyEligible = p, true end
+    end
+  else CREASON = {} end
+  for i = 1, CREASON and N or 0 do
+    local reason = filter_reason(i)
+    if reason ~= '' then
+      if not reasons[reason] then reasons[reason] = 0; rorder[#rorder + 1] = reason end
+      reasons[reason] = reasons[reason] + 1
+    elseif not anyEligible or lv[3 * i - 2] < minPrefill then
+      minPrefill, anyEligible = lv[3 * i - 2], true
+    end
+    CREASON[i] = reason
   end
-end
-if sdel then
-  redis.call('HDEL', K_SS, session)
-  redis.call('ZREM', K_SY, session)
+  if mode == 'explain' or temp > 0 then
+    CCOST, CCRED = {}, {}
+    local nc = 0
+    for i = 1, N do
+      local cost, credit = cost_of(i)
+      CCOST[i], CCRED[i] = cost, credit
+      if not CREASON or CREASON[i] == '' then nc = nc + 1; COSTS[nc] = cost; CIDX[nc] = i end
+    end
+  elseif c < 0 then
+    local creason, ov, sl, tc = CREASON, OV, SL, TC
+    local q, b, pl, w = isl, bs, pls, rw
+    local ties, cmin = {}, nil
+    for i = 1, N do
+      if not creason or creason[i] == '' then
+        local cost
+        if tc or ov[sl[i]] then cost = cost_of(i)
+        else
+          local j = 3 * i
+          local prefill = (lv[j - 2] + q) / b
+          if prefill < 0 then prefill = 0 end
+          cost = pl * prefill + (lv[j - 1] + required) + w * lv[j]
+        end
+        if not cmin or cost < cmin then cmin = cost; ties = {i}
+        elseif cost == cmin then ties[#ties + 1] = i end
+      end
+    end
+    TIES = ties
+  end
+  if c < 0 then
+    if TIES then
+      -- pick's temperature-0 rule on the ties alone: the floor(r·k)-th of the k minima (clamped).
+      if #TIES > 0 then c = TIES[pick_tie(#TIES) + 1] end
+    elseif #COSTS > 0 then
+      c = CIDX[pick(COSTS, temp, rnd)]
+    end
+  end
+  return c
 end
 
 local function f17(x) return string.format('%.17g', x) end
-if mode == 'explain' then
+-- explain: memory_route.go Memory.Explain: the 'explain' reply, every candidate's terms.
+local function explain()
   local rs = {}
   for _, k in ipairs(rorder) do rs[#rs + 1] = k; rs[#rs + 1] = reasons[k] end
   local cl = {}
   for i = 1, N do
     local o = OV[SL[i]]
     local dev, host, disk, depth = effective(o)
-    o = o or {0, 0, 0, 0, 0}
+    local event, soft = 0, 0
+    if o then event, soft = o.event, o.soft end
     local _, _, rank, _, _, _, wid, url = rrec(i)
-    cl[i] = {wid, rank, dev, host, disk, o[4], o[5], depth, f17(CCRED[i]), LV[3 * i - 2], LV[3 * i - 1], LV[3 * i], f17(CCOST[i]), creason(i), url}
+    local reason = CREASON and CREASON[i] or ''
+    cl[i] = {wid, rank, dev, host, disk, event, soft, depth, f17(CCRED[i]), LV[3 * i - 2], LV[3 * i - 1], LV[3 * i], f17(CCOST[i]), reason, url}
     if TC then cl[i][16], cl[i][17] = f17(TC[2 * i - 1]), f17(TC[2 * i]) end
   end
   return {'explain', required, chosen - 1 >= 0 and chosen - 1 or -1, shit and 1 or 0, rs, cl}
 end
-if chosen < 0 then
+-- no_eligible: NoEligibleError's reply, the filter reasons in first-seen order.
+local function no_eligible()
   local out = {'noelig'}
   for _, k in ipairs(rorder) do out[#out + 1] = k; out[#out + 1] = reasons[k] end
   return out
 end
 
--- Book.
-local slot, rid, crank, _, _, ckve, cwid, curl = rrec(chosen)
-local dev, _, _, depth = effective(OV[slot])
-local booked = isl - dev * bs
-if booked < 0 then booked = 0 end
-local chosen_cost = cost_of(chosen)   -- before the booking changes LV (it may be the memo)
-local ck = LZ.ck(cwid, crank, slot)
-local lx1, lx2 = LV[3 * chosen - 2] + booked, LV[3 * chosen - 1]   -- ttft's features, before booking
-lv_set(chosen, LV[3 * chosen - 2] + booked, LV[3 * chosen - 1] + required, LV[3 * chosen] + 1, nil, ck)
-if HO and HO[cwid] then
-  local h = HO[cwid]
-  redis.call('HSET', K_HU, cwid, struct.pack('>ddd', h[1], now + h[2], h[2]))
+-- candidate: the chosen rank's record (rrec) by name.
+local function candidate(i)
+  local slot, rid, rank, _, _, kve, wid, url = rrec(i)
+  return {slot = slot, rid = rid, rank = rank, kve = kve, wid = wid, url = url}
 end
-local expiry = now + cfg.lttl
-local lsess, lgen = '', 0
-if cfg.sttl > 0 and session ~= '' then
-  local s
-  if not shit then
-    if redis.call('HLEN', K_SS) >= SESS_CAP then
-      redis.call('HINCRBY', K_SC, 'sover', 1) -- over the cap: route without a binding, counted
-    else
-      local g = redis.call('HINCRBY', K_SC, 'sgen', 1)
-      s = {rid, cwid, g, 0, 0}   -- S_* order: rank id, worker id, generation, active, idle since
-    end
-  else
-    s = cmsgpack.unpack(redis.call('HGET', K_SS, session))
-    if s[S.ACTIVE] == 0 then redis.call('ZREM', K_SY, session) end
-  end
-  if s then
-    s[S.ACTIVE] = s[S.ACTIVE] + 1
-    redis.call('HSET', K_SS, session, cmsgpack.pack(s))
-    lsess, lgen = session, s[S.GEN]
-  end
+-- decision: memory_route.go evaluation.decision: the 'ok' reply for candidate i (record c), taken before
+-- book changes its loads (its cost reads them; LV may be the memo).
+local function decision(i, c)
+  local _, _, _, depth = effective(OV[c.slot])
+  return {'ok', c.wid, c.rank, c.url, depth, required, f17(cost_of(i)), shit and 1 or 0, fast and 1 or 0}
 end
-local lrec = {rid, booked, required, expiry, lsess, lgen, chosen, ck}   -- L_* order
-if TC then lrec[L.X1], lrec[L.X2], lrec[L.T] = lx1, lx2, now end
-redis.call('HSET', K_LS, reqid, cmsgpack.pack(lrec))
-redis.call('ZADD', K_LX, expiry, reqid)
-local ttl = cfg.pttl
-local kve = ckve
-if kve < 0 then kve = cfg.kve end
-if kve == 0 then ttl = cfg.attl end
-if ttl > 0 and D > 0 then
-  -- Soft entries, last position first: a position with no soft entry yet costs one HSETNX; the first one
-  -- that exists switches the rest (the prompt's earlier, more shared blocks) to read-modify-write. The
-  -- sweep order is one ZADD per 512 members.
-  local sexp = now + ttl
-  local key4 = struct.pack('>I4', slot)
-  local rec = key4 .. struct.pack('>d', sexp)
+-- put_soft: memory_route.go book's soft.put loop: the chosen slot's soft entry (expiry sexp) at every
+-- query position, last position first: a position with no soft entry yet costs one HSETNX; the first one
+-- that exists switches the rest (the prompt's earlier, more shared blocks) to read-modify-write. The sweep
+-- order is one ZADD per 512 members.
+local function put_soft(slot, sexp)
+  local key4 = struct.pack(SOFT.SLOT_FMT, slot)
+  local rec = key4 .. struct.pack(SOFT.EXP_FMT, sexp)
+  local rl, kl = SOFT.REC, SOFT.SLOT_LEN
   local probe = true
   local zargs = {}
   for i = D - 1, 0, -1 do
@@ -836,9 +908,9 @@ if ttl > 0 and D > 0 then
       local s = redis.call('HGET', b, seq)
       local parts, found = {}, false
       if s then
-        for off = 1, #s, 12 do
-          if string.sub(s, off, off + 3) == key4 then parts[#parts + 1] = rec; found = true
-          else parts[#parts + 1] = string.sub(s, off, off + 11) end
+        for off = 1, #s, rl do
+          if string.sub(s, off, off + kl - 1) == key4 then parts[#parts + 1] = rec; found = true
+          else parts[#parts + 1] = string.sub(s, off, off + rl - 1) end
         end
       end
       if not found then parts[#parts + 1] = rec end
@@ -850,4 +922,87 @@ if ttl > 0 and D > 0 then
   end
   if #zargs > 0 then redis.call('ZADD', K_SX, unpack(zargs)) end
 end
-return {'ok', cwid, crank, curl, depth, required, f17(chosen_cost), shit and 1 or 0, fast and 1 or 0}
+-- book: memory_route.go book: the load and the lease, the half-open worker's probe, the session binding,
+-- the approximate/predicted (soft) entries.
+local function book(i, c)
+  local dev = effective(OV[c.slot])
+  local booked = isl - dev * bs
+  if booked < 0 then booked = 0 end
+  local ck = LZ.ck(c.wid, c.rank, c.slot)
+  local p, d, r = LV[3 * i - 2], LV[3 * i - 1], LV[3 * i]   -- before booking: ttft's features x1, x2
+  lv_set(i, p + booked, d + required, r + 1, nil, ck)
+  if HO and HO[c.wid] then
+    local h = HO[c.wid]
+    redis.call('HSET', K_HU, c.wid, struct.pack('>ddd', h[1], now + h[2], h[2]))
+  end
+  local expiry = now + cfg.lttl
+  local lsess, lgen = '', 0
+  if cfg.sttl > 0 and session ~= '' then
+    local s
+    if not shit then
+      if redis.call('HLEN', K_SS) >= SESS_CAP then
+        redis.call('HINCRBY', K_SC, 'sover', 1) -- over the cap: route without a binding, counted
+      else
+        local g = redis.call('HINCRBY', K_SC, 'sgen', 1)
+        s = {c.rid, c.wid, g, 0, 0}   -- S_* order: rank id, worker id, generation, active, idle since
+      end
+    else
+      s = cmsgpack.unpack(redis.call('HGET', K_SS, session))
+      if s[S.ACTIVE] == 0 then redis.call('ZREM', K_SY, session) end
+    end
+    if s then
+      s[S.ACTIVE] = s[S.ACTIVE] + 1
+      redis.call('HSET', K_SS, session, cmsgpack.pack(s))
+      lsess, lgen = session, s[S.GEN]
+    end
+  end
+  local lrec = {c.rid, booked, required, expiry, lsess, lgen, i, ck}   -- L_* order
+  if TC then lrec[L.X1], lrec[L.X2], lrec[L.T] = p + booked, d, now end
+  redis.call('HSET', K_LS, reqid, cmsgpack.pack(lrec))
+  redis.call('ZADD', K_LX, expiry, reqid)
+  local ttl = cfg.pttl
+  local kve = c.kve
+  if kve < 0 then kve = cfg.kve end
+  if kve == 0 then ttl = cfg.attl end
+  if ttl > 0 and D > 0 then put_soft(c.slot, now + ttl) end
+end
+
+-- route: the operation, the main sequence (memory_route.go Route; Explain and Overlap branch off it).
+local function route(KEYS, ARGV)
+  bind(KEYS)
+  read_request(ARGV)
+  reset_state()
+  local refused
+  cfg, refused = cfg_get()
+  if not cfg then return refused end
+  LZ.use(cfg)   -- lv_set's lz score knobs (releases, booking): the pool's, already read
+  if mode ~= 'query' then
+    local refusal = prepare()
+    if refusal then return refusal end
+  end
+  N, SL, live = ros().n, rslots(), rlive()
+  overlaps()
+  if mode == 'query' then return scores() end
+  apply_overrides(ARGV)
+  FAST = fast_allowed()
+  new_route_filter(ARGV)
+  read_loads()
+  if FAST then
+    UNI = universe(ARGV)
+    if decay_d > 0 and required > 0 and next(OV) then minPrefill = min_eligible_prefill() end
+  end
+  chosen = bound_rank()
+  shit = chosen >= 0
+  if FAST and chosen < 0 then
+    local i = choose_fast()
+    if i then chosen, fast = i, true end
+  end
+  if not (FAST and chosen >= 0) then chosen = evaluate(chosen) end
+  if mode == 'explain' then return explain() end
+  if chosen < 0 then return no_eligible() end
+  local c = candidate(chosen)
+  local reply = decision(chosen, c)
+  book(chosen, c)
+  return reply
+end
+return route

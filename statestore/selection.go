@@ -6,8 +6,9 @@ import "math"
 // memory store calls them; luascripts/route.lua implements the very same arithmetic, in the same
 // order of floating-point operations, so that both stores pick identically. Change both together.
 
-// JumpStride is the position stride of the prefix jump search (SPEC §5): a lookup probes every
-// JumpStride-th position and binary-searches back only where the set of matching workers shrinks.
+// JumpStride is the first window of the prefix jump search (SPEC §5): a lookup probes the end of windows
+// of JumpStride, 2·JumpStride, 4·JumpStride, … positions and binary-searches back only where the set of
+// matching workers shrinks (memory_overlap.go jumpDepths; route.lua jump_depths).
 const JumpStride = 32
 
 // RequiredBlocks is ceil(isl / blockSize).

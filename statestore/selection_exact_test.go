@@ -335,7 +335,7 @@ func routeMatchesFullScan(t *rapid.T, s Store, st *selState, cfg *PoolConfig, no
 	return true
 }
 
-// fastQualifies reports whether route.lua decides d through fast_select rather than the full scan: a
+// fastQualifies reports whether route.lua decides d through choose_fast rather than the full scan: a
 // decision without a session hit, at temperature 0, under cost_model dynamo, scored with the pool's own prefill_load_scale and
 // decode_active_request_weight in safeKnob's range. The Redis store counts the decisions it made that way, which must be exactly these.
 func fastQualifies(pool, eff *PoolConfig, d *Decision) bool {
@@ -522,7 +522,7 @@ func TestFastPathLargePool(t *testing.T) {
 	t.Logf("%d decisions compared", decisions)
 }
 
-// TestRedisFastSelectLargePool drives route.lua's fast path (fast_select) on pools of 400–600 ranks whose
+// TestRedisFastSelectLargePool drives route.lua's fast path (choose_fast) on pools of 400–600 ranks whose
 // loads come from a handful of values, so the minimum is a big load group or several tied groups, with
 // tied holders (overlap_score_credit 0: a holder costs what its load costs), excluded and health-marked
 // workers inside the tied groups (skipped by lz rank), busy fractions (groups tested member by member),

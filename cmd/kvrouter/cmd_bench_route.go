@@ -200,6 +200,9 @@ func routeScriptVariant(pair string) (string, error) {
 		return "", fmt.Errorf("--route-script: %w", err)
 	}
 	// The body runs as a function of its own, as luascripts.WrapBody and the library do (Lua's limit of 200
-	// locals per function); written out here so this file needs nothing from package luascripts.
-	return string(prelude) + "\n" + string(lib) + "\nlocal function kvr_op(KEYS, ARGV)\n" + string(body) + "\nend\nreturn kvr_op(KEYS, ARGV)\n", nil
+	// locals per function); written out here so this file needs nothing from package luascripts. A route.lua
+	// written as a module (luascripts.Script.Module) returns the operation instead of a reply: it is then
+	// called, so ROUTE may come from a revision of either form.
+	return string(prelude) + "\n" + string(lib) + "\nlocal function kvr_op(KEYS, ARGV)\n" + string(body) + "\nend\n" +
+		"local kvr_r = kvr_op(KEYS, ARGV)\nif type(kvr_r) == 'function' then return kvr_r(KEYS, ARGV) end\nreturn kvr_r\n", nil
 }
