@@ -8,6 +8,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/kvrouter/kvrouter/simulation/engine"
 	"github.com/kvrouter/kvrouter/simulation/sim"
@@ -49,6 +50,59 @@ type IndexReport struct {
 	CachedEntries    int64   `json:"cached_entries"`
 	BytesPerEntry    float64 `json:"bytes_per_block_entry"`
 	MeanOverlapRatio float64 `json:"mean_overlap_ratio"`
+	// LookupsByBlocks splits the lookup latencies by prompt length, to tell long prompts from GC and
+	// scheduling noise in the p99.
+	LookupsByBlocks []LookupBucket `json:"lookups_by_blocks"`
+	// GCCycles is how many garbage collections ran during the measured passes.
+	GCCycles uint32 `json:"gc_cycles"`
+}
+
+// LookupBucket is the lookup latency of the prompts of [MinBlocks, MaxBlocks] blocks.
+type LookupBucket struct {
+	MinBlocks int     `json:"min_blocks"`
+	MaxBlocks int     `json:"max_blocks"`
+	Lookups   int     `json:"lookups"`
+	P50us     float64 `json:"p50_us"`
+	P99us     float64 `json:"p99_us"`
+	MaxUs     float64 `json:"max_us"`
+}
+
+// lookupBucketEdges are the prompt lengths (blocks) the lookup latencies are split at.
+var lookupBucketEdges = []int{256, 1024, 4096}
+
+// timedLookup is one lookup's latency and its prompt's length in blocks.
+type timedLookup struct {
+	d      time.Duration
+	blocks int
+}
+
+// lookupBuckets splits lat (sorted by latency) by prompt length.
+func lookupBuckets(lat []timedLookup) []LookupBucket {
+	var out []LookupBucket
+	lo := 0
+	for i := 0; i <= len(lookupBucketEdges); i++ {
+		b := LookupBucket{MinBlocks: lo, MaxBlocks: -1} // -1: no upper bound
+		if i < len(lookupBucketEdges) {
+			b.MaxBlocks = lookupBucketEdges[i] - 1
+		}
+		var ds []time.Duration
+		for _, l := range lat {
+			if l.blocks >= lo && (b.MaxBlocks < 0 || l.blocks <= b.MaxBlocks) {
+				ds = append(ds, l.d)
+			}
+		}
+		if n := len(ds); n > 0 {
+			b.Lookups = n
+			b.P50us = float64(ds[n/2].Nanoseconds()) / 1e3
+			b.P99us = float64(ds[n*99/100].Nanoseconds()) / 1e3
+			b.MaxUs = float64(ds[n-1].Nanoseconds()) / 1e3
+		}
+		out = append(out, b)
+		if i < len(lookupBucketEdges) {
+			lo = lookupBucketEdges[i]
+		}
+	}
+	return out
 }
 
 // IndexTimeline is a trace turned into the benchmark's operations (BuildIndexTimeline).
@@ -75,8 +129,10 @@ func RunIndex(ctx context.Context, tl *IndexTimeline, o IndexOptions) (IndexRepo
 		g = runtime.GOMAXPROCS(0)
 	}
 	res := IndexReport{Trace: o.Trace, Workers: tl.workers, EngineBlock: tl.engineBlock, CapacityBlocks: tl.capacity, Goroutines: g}
-	var lat []time.Duration
+	var lat []timedLookup
 	var elapsed, cpu time.Duration
+	var gc0 runtime.MemStats
+	runtime.ReadMemStats(&gc0)
 	for pass := 0; pass == 0 || elapsed < o.Duration; pass++ {
 		if err := ctx.Err(); err != nil {
 			return res, err
@@ -98,16 +154,20 @@ func RunIndex(ctx context.Context, tl *IndexTimeline, o IndexOptions) (IndexRepo
 		elapsed += d
 		res.Passes++
 	}
+	var gc1 runtime.MemStats
+	runtime.ReadMemStats(&gc1)
+	res.GCCycles = gc1.NumGC - gc0.NumGC
 	res.Seconds = elapsed.Seconds()
 	res.CPUSeconds = cpu.Seconds()
 	res.BlockOpsPerCPUS = float64(res.QueryBlocks+res.StoredBlocks) / res.CPUSeconds
 	res.BlockOpsPerS = float64(res.QueryBlocks+res.StoredBlocks) / res.Seconds
 	res.OpsPerS = float64(res.Lookups+res.Events) / res.Seconds
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	sort.Slice(lat, func(i, j int) bool { return lat[i].d < lat[j].d })
 	if n := len(lat); n > 0 {
-		res.LookupP50us = float64(lat[n/2].Nanoseconds()) / 1e3
-		res.LookupP99us = float64(lat[n*99/100].Nanoseconds()) / 1e3
+		res.LookupP50us = float64(lat[n/2].d.Nanoseconds()) / 1e3
+		res.LookupP99us = float64(lat[n*99/100].d.Nanoseconds()) / 1e3
 	}
+	res.LookupsByBlocks = lookupBuckets(lat)
 	if res.CachedEntries > 0 {
 		res.BytesPerEntry = float64(res.IndexBytes) / float64(res.CachedEntries)
 	}
@@ -178,7 +238,7 @@ func benchWorkerID(w int) string { return fmt.Sprintf("w%03d", w) }
 
 // runIndexPass replays the timeline on a fresh embedded store with g goroutines (worker w's ops run on
 // goroutine w mod g, in order), timing each lookup.
-func runIndexPass(ctx context.Context, ops []indexOp, workers, engineBlock, g int, measureMemory bool) (IndexReport, []time.Duration, time.Duration, error) {
+func runIndexPass(ctx context.Context, ops []indexOp, workers, engineBlock, g int, measureMemory bool) (IndexReport, []timedLookup, time.Duration, error) {
 	var res IndexReport
 	var before runtime.MemStats
 	if measureMemory {
@@ -196,7 +256,7 @@ func runIndexPass(ctx context.Context, ops []indexOp, workers, engineBlock, g in
 		}
 	}
 	type part struct {
-		lat             []time.Duration
+		lat             []timedLookup
 		lookups, events int
 		qBlocks, sBlock int64
 		overlap         float64
@@ -218,7 +278,7 @@ func runIndexPass(ctx context.Context, ops []indexOp, workers, engineBlock, g in
 				if op.lookup != nil {
 					t0 := time.Now()
 					scores, err := st.Overlap(ctx, "bench", op.lookup, 0)
-					p.lat = append(p.lat, time.Since(t0))
+					p.lat = append(p.lat, timedLookup{time.Since(t0), len(op.lookup)})
 					if err != nil {
 						p.err = err
 						return
@@ -245,7 +305,7 @@ func runIndexPass(ctx context.Context, ops []indexOp, workers, engineBlock, g in
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	var lat []time.Duration
+	var lat []timedLookup
 	overlap := 0.0
 	for _, p := range parts {
 		if p.err != nil {
@@ -274,7 +334,7 @@ func runIndexPass(ctx context.Context, ops []indexOp, workers, engineBlock, g in
 		var after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&after)
-		res.IndexBytes = int64(after.HeapAlloc) - int64(before.HeapAlloc) - int64(cap(lat))*8
+		res.IndexBytes = int64(after.HeapAlloc) - int64(before.HeapAlloc) - int64(cap(lat))*int64(unsafe.Sizeof(timedLookup{}))
 		runtime.KeepAlive(st)
 	}
 	return res, lat, elapsed, nil
