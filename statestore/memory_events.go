@@ -147,9 +147,10 @@ func (p *memPool) applyOne(w *memWorker, ev *Event, res *ApplyResult) {
 // prefetchChunk is how many of an event's blocks are prefetched and then applied at a time. A block's
 // first read of the event table and of its rank's engine map each land on a random 4 KiB page, so a
 // chunk touches up to 2 × prefetchChunk pages, and the apply loop that follows relies on their lines
-// and translations still being cached: on this box a second read of 512 random lines of a 64 MiB table
-// costs ~5 ns each, of 2,048 lines 33–130 ns (the TLB no longer holds them; u64map_bench_test.go). Half
-// the stored blocks of the Mooncake replay arrive in events of more than 1,250 blocks.
+// and translations still being cached. In a 64 MiB table on the shared box (BenchmarkRandomLineReread*)
+// reading 256 touched random lines again is nearly free (touch + second read 35–41 ns a key, touch
+// alone 35–40), 2,048 lines cost 15–20 ns a key more; half the stored blocks of the Mooncake replay
+// arrive in events of more than 1,250 blocks, i.e. 2,500 touched lines.
 const prefetchChunk = 256
 
 // prefetch reads the home cache lines of seqs in the event table and of engines in rank r's engine map

@@ -8,7 +8,8 @@ import "testing"
 // Dependent is one miss at a time (a probe whose address depends on the previous one); Batched is the
 // prefetch pattern (touch a chunk of prefetchChunk independent keys, so their misses overlap); Reread
 // measures a batch's touch and then a second read of its lines, which the apply loop relies on hitting
-// the cache and the TLB (Reread − Batched is the second read). ns/op is per key. `go test ./statestore -run '^$' -bench RandomLine`.
+// the cache and the TLB (Reread − Batched is the second read), RereadWholeEvent the same for a batch of
+// 2,048 keys. ns/op is per key. `go test ./statestore -run '^$' -bench RandomLine`.
 
 func randomLineTable() *u64Map[blockEntry] {
 	var m u64Map[blockEntry]
@@ -41,9 +42,15 @@ func BenchmarkRandomLineBatched(b *testing.B) {
 	sinkU64 = x
 }
 
-func BenchmarkRandomLineReread(b *testing.B) {
+func BenchmarkRandomLineReread(b *testing.B) { rereadLines(b, prefetchChunk) }
+
+// BenchmarkRandomLineRereadWholeEvent is Reread with batches of a large event's 2 × 1,024 keys: the
+// pattern of touching a whole event before applying it.
+func BenchmarkRandomLineRereadWholeEvent(b *testing.B) { rereadLines(b, 2048) }
+
+func rereadLines(b *testing.B, batch int) {
 	m := randomLineTable()
-	keys := make([]uint64, prefetchChunk)
+	keys := make([]uint64, batch)
 	var x uint64
 	b.ResetTimer()
 	for n := 0; n < b.N; n += len(keys) {
