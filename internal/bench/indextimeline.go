@@ -8,6 +8,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/kvrouter/kvrouter/simulation/engine"
 	"github.com/kvrouter/kvrouter/simulation/sim"
@@ -35,12 +36,16 @@ type IndexReport struct {
 	Seconds        float64 `json:"seconds"`
 	// CPUSeconds is the process's user+system CPU time over the measured passes (includes the lookup
 	// timing and GC); on a shared, loaded machine block_ops_per_cpu_s is the steadier number.
-	CPUSeconds       float64 `json:"cpu_seconds"`
-	BlockOpsPerCPUS  float64 `json:"block_ops_per_cpu_s"`
-	BlockOpsPerS     float64 `json:"block_ops_per_s"`
-	OpsPerS          float64 `json:"ops_per_s"`
-	LookupP50us      float64 `json:"lookup_p50_us"`
-	LookupP99us      float64 `json:"lookup_p99_us"`
+	CPUSeconds      float64 `json:"cpu_seconds"`
+	BlockOpsPerCPUS float64 `json:"block_ops_per_cpu_s"`
+	BlockOpsPerS    float64 `json:"block_ops_per_s"`
+	OpsPerS         float64 `json:"ops_per_s"`
+	LookupP50us     float64 `json:"lookup_p50_us"`
+	LookupP99us     float64 `json:"lookup_p99_us"`
+	// LookupCPUP99us is the p99 of the lookups' thread CPU time (Linux): far below LookupP99us, the slow
+	// lookups are ones the guest scheduler preempted, not ones that did more work. (In a VM, time the
+	// host takes the vCPU away still counts as the thread's CPU time.)
+	LookupCPUP99us   float64 `json:"lookup_cpu_p99_us"`
 	Events           int     `json:"events"`
 	Lookups          int     `json:"lookups"`
 	QueryBlocks      int64   `json:"query_blocks"`
@@ -49,6 +54,76 @@ type IndexReport struct {
 	CachedEntries    int64   `json:"cached_entries"`
 	BytesPerEntry    float64 `json:"bytes_per_block_entry"`
 	MeanOverlapRatio float64 `json:"mean_overlap_ratio"`
+	// LookupsByBlocks splits the lookup latencies by prompt length, to tell long prompts from GC and
+	// scheduling noise in the p99.
+	LookupsByBlocks []LookupBucket `json:"lookups_by_blocks"`
+	// GCCycles is how many garbage collections ran during the measured passes.
+	GCCycles uint32 `json:"gc_cycles"`
+}
+
+// LookupBucket is the lookup latency of the prompts of [MinBlocks, MaxBlocks] blocks.
+type LookupBucket struct {
+	MinBlocks int     `json:"min_blocks"`
+	MaxBlocks int     `json:"max_blocks"`
+	Lookups   int     `json:"lookups"`
+	P50us     float64 `json:"p50_us"`
+	P99us     float64 `json:"p99_us"`
+	MaxUs     float64 `json:"max_us"`
+	CPUP99us  float64 `json:"cpu_p99_us"` // p99 of the thread CPU time
+}
+
+// lookupBucketEdges are the prompt lengths (blocks) the lookup latencies are split at.
+var lookupBucketEdges = []int{256, 1024, 4096}
+
+// timedLookup is one lookup's latency, its thread CPU time and its prompt's length in blocks.
+type timedLookup struct {
+	d, cpu time.Duration
+	blocks int
+}
+
+// cpuP99 returns the p99 of the lookups' CPU time, µs.
+func cpuP99(lat []timedLookup) float64 {
+	if len(lat) == 0 {
+		return 0
+	}
+	cpu := make([]time.Duration, len(lat))
+	for i, l := range lat {
+		cpu[i] = l.cpu
+	}
+	sort.Slice(cpu, func(i, j int) bool { return cpu[i] < cpu[j] })
+	return float64(cpu[len(cpu)*99/100].Nanoseconds()) / 1e3
+}
+
+// lookupBuckets splits lat (sorted by latency) by prompt length.
+func lookupBuckets(lat []timedLookup) []LookupBucket {
+	var out []LookupBucket
+	lo := 0
+	for i := 0; i <= len(lookupBucketEdges); i++ {
+		b := LookupBucket{MinBlocks: lo, MaxBlocks: -1} // -1: no upper bound
+		if i < len(lookupBucketEdges) {
+			b.MaxBlocks = lookupBucketEdges[i] - 1
+		}
+		var ds []time.Duration
+		var in []timedLookup
+		for _, l := range lat {
+			if l.blocks >= lo && (b.MaxBlocks < 0 || l.blocks <= b.MaxBlocks) {
+				ds = append(ds, l.d)
+				in = append(in, l)
+			}
+		}
+		b.CPUP99us = cpuP99(in)
+		if n := len(ds); n > 0 {
+			b.Lookups = n
+			b.P50us = float64(ds[n/2].Nanoseconds()) / 1e3
+			b.P99us = float64(ds[n*99/100].Nanoseconds()) / 1e3
+			b.MaxUs = float64(ds[n-1].Nanoseconds()) / 1e3
+		}
+		out = append(out, b)
+		if i < len(lookupBucketEdges) {
+			lo = lookupBucketEdges[i]
+		}
+	}
+	return out
 }
 
 // IndexTimeline is a trace turned into the benchmark's operations (BuildIndexTimeline).
@@ -75,8 +150,10 @@ func RunIndex(ctx context.Context, tl *IndexTimeline, o IndexOptions) (IndexRepo
 		g = runtime.GOMAXPROCS(0)
 	}
 	res := IndexReport{Trace: o.Trace, Workers: tl.workers, EngineBlock: tl.engineBlock, CapacityBlocks: tl.capacity, Goroutines: g}
-	var lat []time.Duration
+	var lat []timedLookup
 	var elapsed, cpu time.Duration
+	var gc0 runtime.MemStats
+	runtime.ReadMemStats(&gc0)
 	for pass := 0; pass == 0 || elapsed < o.Duration; pass++ {
 		if err := ctx.Err(); err != nil {
 			return res, err
@@ -98,16 +175,21 @@ func RunIndex(ctx context.Context, tl *IndexTimeline, o IndexOptions) (IndexRepo
 		elapsed += d
 		res.Passes++
 	}
+	var gc1 runtime.MemStats
+	runtime.ReadMemStats(&gc1)
+	res.GCCycles = gc1.NumGC - gc0.NumGC
 	res.Seconds = elapsed.Seconds()
 	res.CPUSeconds = cpu.Seconds()
 	res.BlockOpsPerCPUS = float64(res.QueryBlocks+res.StoredBlocks) / res.CPUSeconds
 	res.BlockOpsPerS = float64(res.QueryBlocks+res.StoredBlocks) / res.Seconds
 	res.OpsPerS = float64(res.Lookups+res.Events) / res.Seconds
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	sort.Slice(lat, func(i, j int) bool { return lat[i].d < lat[j].d })
 	if n := len(lat); n > 0 {
-		res.LookupP50us = float64(lat[n/2].Nanoseconds()) / 1e3
-		res.LookupP99us = float64(lat[n*99/100].Nanoseconds()) / 1e3
+		res.LookupP50us = float64(lat[n/2].d.Nanoseconds()) / 1e3
+		res.LookupP99us = float64(lat[n*99/100].d.Nanoseconds()) / 1e3
 	}
+	res.LookupCPUP99us = cpuP99(lat)
+	res.LookupsByBlocks = lookupBuckets(lat)
 	if res.CachedEntries > 0 {
 		res.BytesPerEntry = float64(res.IndexBytes) / float64(res.CachedEntries)
 	}
@@ -178,7 +260,7 @@ func benchWorkerID(w int) string { return fmt.Sprintf("w%03d", w) }
 
 // runIndexPass replays the timeline on a fresh embedded store with g goroutines (worker w's ops run on
 // goroutine w mod g, in order), timing each lookup.
-func runIndexPass(ctx context.Context, ops []indexOp, workers, engineBlock, g int, measureMemory bool) (IndexReport, []time.Duration, time.Duration, error) {
+func runIndexPass(ctx context.Context, ops []indexOp, workers, engineBlock, g int, measureMemory bool) (IndexReport, []timedLookup, time.Duration, error) {
 	var res IndexReport
 	var before runtime.MemStats
 	if measureMemory {
@@ -196,7 +278,7 @@ func runIndexPass(ctx context.Context, ops []indexOp, workers, engineBlock, g in
 		}
 	}
 	type part struct {
-		lat             []time.Duration
+		lat             []timedLookup
 		lookups, events int
 		qBlocks, sBlock int64
 		overlap         float64
@@ -209,6 +291,8 @@ func runIndexPass(ctx context.Context, ops []indexOp, workers, engineBlock, g in
 		wg.Add(1)
 		go func(gi int) {
 			defer wg.Done()
+			runtime.LockOSThread() // threadCPU reads this thread's clock
+			defer runtime.UnlockOSThread()
 			p := &parts[gi]
 			for i := range ops {
 				op := &ops[i]
@@ -216,9 +300,11 @@ func runIndexPass(ctx context.Context, ops []indexOp, workers, engineBlock, g in
 					continue
 				}
 				if op.lookup != nil {
+					c0 := threadCPU()
 					t0 := time.Now()
 					scores, err := st.Overlap(ctx, "bench", op.lookup, 0)
-					p.lat = append(p.lat, time.Since(t0))
+					d := time.Since(t0)
+					p.lat = append(p.lat, timedLookup{d: d, cpu: threadCPU() - c0, blocks: len(op.lookup)})
 					if err != nil {
 						p.err = err
 						return
@@ -245,7 +331,7 @@ func runIndexPass(ctx context.Context, ops []indexOp, workers, engineBlock, g in
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	var lat []time.Duration
+	var lat []timedLookup
 	overlap := 0.0
 	for _, p := range parts {
 		if p.err != nil {
@@ -274,7 +360,7 @@ func runIndexPass(ctx context.Context, ops []indexOp, workers, engineBlock, g in
 		var after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&after)
-		res.IndexBytes = int64(after.HeapAlloc) - int64(before.HeapAlloc) - int64(cap(lat))*8
+		res.IndexBytes = int64(after.HeapAlloc) - int64(before.HeapAlloc) - int64(cap(lat))*int64(unsafe.Sizeof(timedLookup{}))
 		runtime.KeepAlive(st)
 	}
 	return res, lat, elapsed, nil
