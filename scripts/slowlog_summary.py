@@ -32,7 +32,7 @@ def main():
     f = s.makefile("rb")
     s.sendall(b"*3\r\n$7\r\nSLOWLOG\r\n$3\r\nGET\r\n$2\r\n-1\r\n")
     entries = read(f)
-    s.sendall(b"*4\r\n$6\r\nCONFIG\r\n$3\r\nGET\r\n$23\r\nslowlog-log-slower-than\r\n")
+    s.sendall(b"*3\r\n$6\r\nCONFIG\r\n$3\r\nGET\r\n$23\r\nslowlog-log-slower-than\r\n")
     threshold = read(f)[1].decode()
     count, worst = collections.Counter(), collections.defaultdict(int)
     for e in entries:
@@ -44,7 +44,7 @@ def main():
             name += " " + args[1].decode(errors="replace")
         count[name] += 1
         worst[name] = max(worst[name], e[2])
-    print(f"SLOWLOG (calls over {threshold} µs, {len(entries)} entries retained), client calls by command:")
+    print(f"SLOWLOG ({len(entries)} entries retained; slowlog-log-slower-than is now {threshold} µs), client calls by command:")
     for name, n in count.most_common():
         print(f"  {n:6d}  max {worst[name]:7d} µs  {name}")
     if not count:

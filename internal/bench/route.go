@@ -126,7 +126,7 @@ type RouteRun struct {
 const SlowClientUs = 1000
 
 // MaxSlowClientCalls bounds RouteRun.SlowClientCalls.
-const MaxSlowClientCalls = 256
+const MaxSlowClientCalls = 2048
 
 // ClientCall is one call as the benchmark's client timed it.
 type ClientCall struct {
