@@ -52,11 +52,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The probe: scripts/stallprobe.c built with cc (a wake-up costs a few µs), one wake-up per STALL_PERIOD_US
+# The probe: scripts/stallprobe/stallprobe.c built with cc (a wake-up costs a few µs), one wake-up per STALL_PERIOD_US
 # (default 250 µs); without a compiler the Python one, every 1,000 µs by default (its wake-ups cost tens
 # of µs: at 250 µs it took ~10 % of Redis's CPU and caused slow calls of its own).
 probe=(python3 scripts/stallprobe.py --period-us "${STALL_PERIOD_US:-1000}")
-if command -v cc >/dev/null && cc -O2 -o "$dir/stallprobe" scripts/stallprobe.c 2>/dev/null; then
+if command -v cc >/dev/null && cc -O2 -o "$dir/stallprobe" scripts/stallprobe/stallprobe.c 2>/dev/null; then
   probe=("$dir/stallprobe" --period-us "${STALL_PERIOD_US:-250}" --threshold-us "${STALL_THRESHOLD_US:-200}")
 fi
 "${pin_probe[@]}" "${probe[@]}" >"$out.probe" &
