@@ -16,8 +16,6 @@ import (
 	"github.com/kvrouter/kvrouter/statestore"
 )
 
-// fleetWorkerIDs returns n distinct worker ids whose byte order differs from their creation order
-// (mixed lengths, upper case, punctuation, multi-byte UTF-8), so paging must follow byte order.
 // wantPages is the number of pages listing every worker takes with this limit under the stores' rule
 // (statestore.WorkersQuery): whole workers, at most limit of them and MaxWorkersPageRanks ranks unless
 // the page has one worker. dp(i) is the dp size of ids[i]; sorted is ids in listing order.
@@ -52,6 +50,8 @@ func firstPage(ids, sorted []string, dp func(i int) int, limit int) int {
 	return workers
 }
 
+// fleetWorkerIDs returns n distinct worker ids whose byte order differs from their creation order
+// (mixed lengths, upper case, punctuation, multi-byte UTF-8), so paging must follow byte order.
 func fleetWorkerIDs(n int) []string {
 	ids := make([]string, n)
 	for i := range ids {
