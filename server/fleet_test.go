@@ -16,38 +16,24 @@ import (
 	"github.com/kvrouter/kvrouter/statestore"
 )
 
-// wantPages is the number of pages listing every worker takes with this limit under the stores' rule
-// (statestore.WorkersQuery): whole workers, at most limit of them and MaxWorkersPageRanks ranks unless
-// the page has one worker. dp(i) is the dp size of ids[i]; sorted is ids in listing order.
-func wantPages(ids, sorted []string, dp func(i int) int, limit int) int {
+// pageSizes is how many workers each page holds when every worker is listed with this limit, under the
+// stores' rule (statestore.WorkersQuery): whole workers, at most limit of them and MaxWorkersPageRanks
+// ranks unless the page has one worker. dp(i) is the dp size of ids[i]; sorted is ids in listing order.
+func pageSizes(ids, sorted []string, dp func(i int) int, limit int) []int {
 	size := map[string]int{}
 	for i, id := range ids {
 		size[id] = dp(i)
 	}
-	pages, workers, ranks := 0, 0, 0
+	var pages []int
+	ranks := 0
 	for _, id := range sorted {
-		if workers == 0 || workers == limit || ranks+size[id] > statestore.MaxWorkersPageRanks {
-			pages, workers, ranks = pages+1, 0, 0
+		if n := len(pages); n == 0 || pages[n-1] == limit || pages[n-1] > 0 && ranks+size[id] > statestore.MaxWorkersPageRanks {
+			pages, ranks = append(pages, 0), 0
 		}
-		workers, ranks = workers+1, ranks+size[id]
+		pages[len(pages)-1]++
+		ranks += size[id]
 	}
 	return pages
-}
-
-// firstPage is how many workers the first page holds with this limit under the same rule.
-func firstPage(ids, sorted []string, dp func(i int) int, limit int) int {
-	size := map[string]int{}
-	for i, id := range ids {
-		size[id] = dp(i)
-	}
-	workers, ranks := 0, 0
-	for _, id := range sorted {
-		if workers == limit || (workers > 0 && ranks+size[id] > statestore.MaxWorkersPageRanks) {
-			break
-		}
-		workers, ranks = workers+1, ranks+size[id]
-	}
-	return workers
 }
 
 // fleetWorkerIDs returns n distinct worker ids whose byte order differs from their creation order
@@ -183,7 +169,7 @@ func TestWorkersPagingFleet(t *testing.T) {
 			// without limit: the first DefaultWorkersPage workers (fewer when their ranks pass
 			// MaxWorkersPageRanks: the stores' rule, firstPage) and a cursor
 			first := getWorkersPage(t, base, "fleet", "", 0)
-			if want := firstPage(ids, sorted, func(i int) int { return 1 + i%4 }, statestore.DefaultWorkersPage); len(first.Workers) != want || *first.Next == "" {
+			if want := pageSizes(ids, sorted, func(i int) int { return 1 + i%4 }, statestore.DefaultWorkersPage)[0]; len(first.Workers) != want || *first.Next == "" {
 				t.Fatalf("no limit: %d workers, next %q; want %d and a cursor", len(first.Workers), *first.Next, want)
 			}
 			// page through with an odd limit
@@ -220,7 +206,7 @@ func TestWorkersPagingFleet(t *testing.T) {
 				}
 				after = *pg.Next
 			}
-			if want := wantPages(ids, sorted, func(i int) int { return 1 + i%4 }, limit); calls != want {
+			if want := len(pageSizes(ids, sorted, func(i int) int { return 1 + i%4 }, limit)); calls != want {
 				t.Errorf("%d pages, want %d", calls, want)
 			}
 			if strings.Join(got, "\n") != strings.Join(sorted, "\n") {
