@@ -97,9 +97,10 @@ local function gflush()
   end
 end
 
--- Event index entries as raw strings (no per-record Lua tables): E[seq] = parent 8 ‖ is_child 1 ‖
--- {slot u32, children·8 + tiers i32}* ('' = absent); ED[seq] = written. A record is found by a
--- record-aligned string.find of its 4-byte slot.
+-- Event index entries as raw strings (no per-record Lua tables), in lib.lua's entry codec ENT: E[seq] =
+-- header (parent seq ‖ is_child, ENT.HDR bytes) ‖ {slot, children·ENT.TIERS + tiers}* ('' = absent);
+-- ED[seq] = written. A record is found by a record-aligned string.find of its slot bytes.
+local HDR, FIRST, REC, TIERS, SLOT_LEN, WORD_FMT = ENT.HDR, ENT.FIRST, ENT.REC, ENT.TIERS, ENT.SLOT_LEN, ENT.WORD_FMT
 local E, ED = {}, {}
 local sub, byte, spack, sunpack = string.sub, string.byte, struct.pack, struct.unpack
 local band, bor, bnot = bit.band, bit.bor, bit.bnot
@@ -113,31 +114,31 @@ local function eraw(seq)
 end
 local function eput(seq, s) E[seq] = s; ED[seq] = true end
 local function rpos(s, key4)
-  local from = 10
+  local from = FIRST
   while true do
     local p = string.find(s, key4, from, true)
     if not p then return nil end
-    if (p - 10) % 8 == 0 then return p end
+    if (p - FIRST) % REC == 0 then return p end
     from = p + 1
   end
 end
 -- rget: tiers and held children of the record at p; rset: the entry with that record replaced.
 local function rget(s, p)
-  local word = sunpack('>i4', s, p + 4)
-  local t = word % 8
-  return t, (word - t) / 8
+  local word = sunpack(WORD_FMT, s, p + SLOT_LEN)
+  local t = word % TIERS
+  return t, (word - t) / TIERS
 end
-local function rset(s, p, t, c) return sub(s, 1, p + 3) .. spack('>i4', c * 8 + t) .. sub(s, p + 8) end
-local function rcut(s, p) return sub(s, 1, p - 1) .. sub(s, p + 8) end
+local function rset(s, p, t, c) return sub(s, 1, p + SLOT_LEN - 1) .. spack(WORD_FMT, c * TIERS + t) .. sub(s, p + REC) end
+local function rcut(s, p) return sub(s, 1, p - 1) .. sub(s, p + REC) end
 local function eflush_raw()
   for seq in pairs(ED) do
     local s = E[seq]
-    if #s <= 9 then redis.call('HDEL', ebucket(seq), efield(seq)) else redis.call('HSET', ebucket(seq), efield(seq), s) end
+    if #s <= HDR then redis.call('HDEL', ebucket(seq), efield(seq)) else redis.call('HSET', ebucket(seq), efield(seq), s) end
   end
   ED = {}
 end
 
-local ZERO9 = string.rep('\0', 9)
+local NO_HDR = string.rep('\0', HDR)   -- no parent, not a child
 -- Per-event counter deltas (one slot per event): held, non-device, orphans.
 local dh, dn, dor = 0, 0, 0
 
@@ -147,7 +148,7 @@ local function parent_child(parent, key4, d)
   local pp = rpos(ps, key4)
   local pt, pc = 0, 0
   if not pp then
-    if ps == '' then ps = ZERO9 end
+    if ps == '' then ps = NO_HDR end
     pp = #ps + 1
     ps = ps .. key4 .. '\0\0\0\0'
   else
@@ -175,9 +176,9 @@ local function rstore_core(key4, seq, phdr, tier, bt)
       if band(t, 1) == 0 and tier == 0 then dn = dn - 1 end
       return 1
     end
-    eput(seq, phdr .. sub(rset(s, p, bt, c), 10))
+    eput(seq, phdr .. sub(rset(s, p, bt, c), FIRST))
   else
-    eput(seq, phdr .. sub(s, 10) .. key4 .. spack('>i4', bt))
+    eput(seq, phdr .. sub(s, FIRST) .. key4 .. spack(WORD_FMT, bt))
   end
   dh = dh + 1
   if tier ~= 0 then dn = dn + 1 end
@@ -191,7 +192,7 @@ end
 -- to the index is written with one HSETNX (no read); the first existing entry switches the rest of the
 -- event to read-modify-write. Otherwise: memory's order, block by block. Both give the same final state.
 local function store_event(slot, blocks, parent, ischild, tier)
-  local key4, bt, sb = spack('>I4', slot), bit.lshift(1, tier), 0
+  local key4, bt, sb = spack(ENT.SLOT_FMT, slot), bit.lshift(1, tier), 0
   local nb = #blocks / 16
   local seqs, dup = {}, {}
   local fast = true
@@ -214,7 +215,7 @@ local function store_event(slot, blocks, parent, ischild, tier)
     return sb
   end
   for j = 1, nb do gset_at(slot, blocks, j * 16 - 15, seqs[j]) end
-  local rec0, rec1 = key4 .. spack('>i4', bt), key4 .. spack('>i4', 8 + bt)
+  local rec0, rec1 = key4 .. spack(WORD_FMT, bt), key4 .. spack(WORD_FMT, TIERS + bt)   -- no child / one held child
   local sfx0, sfx1 = '\1' .. rec0, '\1' .. rec1
   local inc, probe = false, true
   for j = nb, 1, -1 do
@@ -271,7 +272,7 @@ local function runstore(key4, seq, engine, slot, tier)
   dh = dh - 1
   if not hadDev then dn = dn - 1 end
   dor = dor + c
-  if byte(s, 9) == 1 then parent_child(sub(s, 1, 8), key4, -1) end
+  if byte(s, HDR) == 1 then parent_child(sub(s, 1, SEQ_LEN), key4, -1) end
   return true
 end
 
@@ -350,7 +351,7 @@ for i = 0, n - 1 do
       if bsz > 0 and bsz ~= cfg.bs then
         res[BSM] = res[BSM] + 1
       elseif kind == 1 then
-        local parent, ischild, ok = ZERO9:sub(1, 8), false, true
+        local parent, ischild, ok = NO_HDR:sub(1, SEQ_LEN), false, true
         if pengine ~= '' then
           local actual = gget(slot, pengine)
           if not actual then
@@ -367,7 +368,7 @@ for i = 0, n - 1 do
           res[A] = res[A] + 1
         end
       elseif kind == 2 then
-        local key4 = spack('>I4', slot)
+        local key4 = spack(ENT.SLOT_FMT, slot)
         dh, dn, dor = 0, 0, 0
         for off = 1, #blocks, 8 do
           local engine = sub(blocks, off, off + 7)

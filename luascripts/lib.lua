@@ -956,7 +956,7 @@ end
 -- and ENT.TIER_BYTE (0-based) is the word's last byte, whose value % ENT.TIERS is the tiers (big-endian:
 -- children·8 only adds multiples of 8 to it). A sequence hash is SEQ_LEN bytes (a query passes them concatenated).
 local SEQ_LEN = 8
-local ENT = {HDR = 9, FIRST = 10, REC = 8, FMT = '>I4i4', SLOT_FMT = '>I4', SLOT_LEN = 4, TIER_BYTE = 7, TIERS = 8}
+local ENT = {HDR = 9, FIRST = 10, REC = 8, FMT = '>I4i4', SLOT_FMT = '>I4', SLOT_LEN = 4, WORD_FMT = '>i4', TIER_BYTE = 7, TIERS = 8}
 -- The soft index entry's codec (an s:<n> field's value): SOFT.REC-byte records SOFT.FMT = {slot u32,
 -- expiry_ms f64}, the slot's SOFT.SLOT_LEN bytes (SOFT.SLOT_FMT) first, then the expiry (SOFT.EXP_FMT).
 local SOFT = {REC = 12, FMT = '>I4d', SLOT_FMT = '>I4', SLOT_LEN = 4, EXP_FMT = '>d'}
