@@ -16,20 +16,9 @@ set -euo pipefail
 port="${1:?usage: scripts/lua-tail-control.sh PORT [CALLS] [ITERATIONS]}"
 calls="${2:-60000}"
 iters="${3:-12000}"
-if redis-cli -p "$port" ping >/dev/null 2>&1; then
-  echo "lua-tail-control: something already listens on $port; pick a free port" >&2
-  exit 2
-fi
-pin=() pinc=()
-if [[ $(id -u) -eq 0 && $(nproc) -ge 2 ]]; then
-  pin=(taskset -c "$(($(nproc) - 1))" chrt -f 10)
-  pinc=(taskset -c "0-$(($(nproc) - 2))" chrt -f 5)
-fi
-dir=$(mktemp -d)
-"${pin[@]}" redis-server --port "$port" --save '' --appendonly no --daemonize yes --logfile "$dir/log" \
-  --slowlog-log-slower-than 1000 --slowlog-max-len 10000
-trap 'redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
-for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+. "$(dirname "${BASH_SOURCE[0]}")/own-redis.sh"
+own_redis_start lua-tail-control "$port" --slowlog-log-slower-than 1000 --slowlog-max-len 10000
+own_pin 5 "$own_rest"
 redis-cli -p "$port" function load "#!lua name=kvrouter_tail_control
 redis.register_function('tail_spin', function(keys, args)
   local n, x = tonumber(args[1]), 0
@@ -46,7 +35,7 @@ for f in "tail_spin $iters" "tail_alloc $((iters / 20))"; do
   read -r name n <<<"$f"
   redis-cli -p "$port" slowlog reset >/dev/null
   redis-cli -p "$port" config resetstat >/dev/null
-  "${pinc[@]}" redis-benchmark -p "$port" -n "$calls" -c 1 -q FCALL "$name" 0 "$n" >/dev/null 2>&1
+  "${PIN[@]}" redis-benchmark -p "$port" -n "$calls" -c 1 -q FCALL "$name" 0 "$n" >/dev/null 2>&1
   mean=$(redis-cli -p "$port" info commandstats | grep -o 'cmdstat_fcall:.*usec_per_call=[0-9.]*' | grep -o '[0-9.]*$')
   summary=$(python3 "$(dirname "${BASH_SOURCE[0]}")/slowlog_summary.py" "$port" | grep "FCALL $name" || true)
   printf '%-11s %6s µs per call   calls over 1 ms: %s\n' "$name" "$mean" "${summary:-none}"

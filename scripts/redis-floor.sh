@@ -15,16 +15,8 @@
 set -euo pipefail
 port="${1:?usage: scripts/redis-floor.sh PORT [REQUESTS]}"
 n="${2:-50000}"
-if redis-cli -p "$port" ping >/dev/null 2>&1; then
-  echo "redis-floor: something already listens on $port; pick a free port" >&2
-  exit 2
-fi
-pin=()
-if [[ $(id -u) -eq 0 && $(nproc) -ge 2 ]]; then pin=(taskset -c "$(($(nproc) - 1))" chrt -f 10); fi
-dir=$(mktemp -d)
-"${pin[@]}" redis-server --port "$port" --save '' --appendonly no --daemonize yes --logfile "$dir/log"
-trap 'redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
-for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+. "$(dirname "${BASH_SOURCE[0]}")/own-redis.sh"
+own_redis_start redis-floor "$port"
 redis-cli -p "$port" function load "#!lua name=kvrouter_floor
 redis.register_function('kvrouter_floor_nop', function(keys, args) return 0 end)" >/dev/null
 redis-cli -p "$port" hset floor:h a 1 b 2 >/dev/null

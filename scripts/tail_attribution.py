@@ -6,7 +6,7 @@
 For each SLOWLOG entry of the pool's calls in a `kvrouter bench route` report (runs[].slowlog.entries:
 Redis's own execution time, second resolution), it finds the client's view of the same call
 (runs[].slow_client_calls: same operation, started in that second or the one before, at least as long,
-the closest such duration) and sums the stalls scripts/stallprobe.py saw on Redis's CPU inside that
+the closest such duration) and sums the stalls scripts/stallprobe/stallprobe.c saw on Redis's CPU inside that
 window. The entry is "stalled" when its time minus the stalls is under 1 ms: without the time the CPU
 was taken from every task on it, the call would have met SPEC §8's bound. Otherwise it is "slowed" when
 the probe's fixed spin ran slowly (slow_spins of the C probe) at least twice inside the window: the CPU

@@ -1,8 +1,13 @@
-// stallprobe.c — scripts/stallprobe.py in C: the same loop, options and JSON report, but a wake-up costs a
-// few µs instead of the interpreter's tens, so it can wake every 250 µs on Redis's own CPU without
-// slowing the calls it watches (the Python probe at that period took ~10 % of the CPU and caused slow
-// calls of its own). scripts/bench-tail.sh builds it with cc when a compiler is there, else uses the
-// Python one.
+// stallprobe.c — how long this CPU was taken from a real-time task, as timestamped stalls.
+//
+// A call's SLOWLOG time is wall-clock time: it also counts every moment the Redis thread did not run. On a
+// VM that includes the host descheduling the virtual CPU, which no priority inside the guest prevents and
+// which the guest does not report as steal time here. The probe sleeps --period-us in a loop and records
+// every wake-up that came more than --threshold-us late, with when it started (Unix µs, the benchmark's
+// client clock). Run pinned to Redis's CPU at a real-time priority above Redis's (scripts/bench-tail.sh
+// does), a late wake-up means the CPU itself was unavailable, not that Redis was busy. In C a wake-up
+// costs a few µs, so it can wake every 250 µs without slowing the calls it watches (a Python version at
+// that period took ~10 % of the CPU and caused slow calls of its own).
 //
 //   stallprobe [--duration S] [--period-us P] [--threshold-us T] [--max-stalls N]
 //
