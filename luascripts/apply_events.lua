@@ -1,31 +1,47 @@
 -- apply_events.lua — apply a run of one worker's KV events, in order, exactly once per (worker, dp_rank).
 --
 -- KEYS: the pool's key list (see lib.lua; the body starts with bind(KEYS)).
--- ARGV: [1] now, ms  [2] worker id  [3] event count N, then 11 values per event:
+-- ARGV: [1] now, ms  [2] worker id  [3] event count N  [4] work budget, in Redis commands (0 = none), then
+--   12 values per event:
 --   kind (1 stored, 2 removed, 3 cleared) · dp rank · event id (20 digits, '' = unordered) ·
 --   event id − 1 (20 digits, '' when the id is 0 or absent) · epoch ('' = unknown) ·
 --   tier (0 device, 1 host, 2 disk) · block size (0 = not given) · parent engine hash (8 bytes, '' = root) ·
 --   expected parent sequence hash (8 bytes; '' = the caller predicted "no parent mapping") ·
 --   blocks: stored → (engine hash 8 ‖ sequence hash 8)*, removed → (engine hash 8)* ·
 --   event id − max jump (20 digits, '' when absent or ≤ 0): an id beyond the rank's last one by more than
---   the jump (default 2^32) is an engine restart, not a gap: the rank is cleared and counted in restarts.
+--   the jump (default 2^32) is an engine restart, not a gap: the rank is cleared and counted in restarts ·
+--   continuation ('1': this piece continues the previous piece's event — no id of its own, its parent is
+--   that piece's last block — applied only if that event was, and not counted in applied).
 -- Reply: {'unknown_pool'} | {'layout_mismatch', found layout} | {'ok', next, applied, stale, parent_not_found, block_not_found, gaps, restarts,
---   block_size_mismatch, unknown_worker, stored_blocks, removed_blocks}; next ≤ N is the 0-based index of
---   the first event NOT processed (next < N: the caller's predicted parent mapping was wrong; it re-reads
---   and resumes there). Everything before next is applied; nothing after.
+--   block_size_mismatch, unknown_worker, stored_blocks, removed_blocks, budget_stop, last_applied};
+--   next ≤ N is the 0-based index of the first event NOT processed. Everything before next is applied;
+--   nothing after. next < N either because the work budget was spent (budget_stop 1: the caller resumes
+--   there with its predictions) or because the caller's predicted parent mapping was wrong (budget_stop
+--   0: it re-reads and resumes there). last_applied (1/0): whether the event of the last processed piece
+--   was applied — the caller drops the continuation pieces that follow an event that was not.
+-- Work budget: before every event but the first, the call stops when the Redis commands issued and
+--   buffered so far plus the event's worst case (3 per stored block, 5 per removed block, 2 per rank
+--   cleared) would exceed the budget: a call's time is bounded by its commands (~4–5 µs each with their
+--   Lua work at 1 M entries), not by its block count, which varies 1.6× with how many workers already
+--   hold the chain. The first event is always processed (progress); the caller keeps pieces small.
 -- Validation of every argument (kinds, integral ranks/sizes, tiers 0..2, blob lengths) happens before the
 -- first write, so a bad argument never leaves a half-applied batch. Event-index entries are handled as raw
 -- strings; a block new to the index is written at once with HSETNX (see store_event), other entry writes
 -- and all engine-map writes are buffered and flushed at the end (one HSET / HDEL per engine-map bucket).
 -- Complexity: O(blocks in the batch) hash operations — about one HSETNX per new block plus one grouped
--- engine-map HSET per bucket touched — + bounded reclamation (RECLAIM_ENTRIES, SOFT_SWEEP).
+-- engine-map HSET per bucket touched — at most the work budget's commands (+ one event's worst case when
+-- the first event alone exceeds it) + bounded reclamation (RECLAIM_ENTRIES, SOFT_SWEEP).
 bind(KEYS)
-local now = tonumber(ARGV[2 - 1])
+local now = tonumber(ARGV[1])
 local wid = ARGV[2]
 local n = tonumber(ARGV[3])
-if not now or not n or #ARGV ~= 3 + 11 * n then return redis.error_reply('ERR apply_events: bad arguments') end
+local budget = tonumber(ARGV[4])
+local NV = 12   -- values per event
+if not now or not n or not budget or budget < 0 or #ARGV ~= 4 + NV * n then
+  return redis.error_reply('ERR apply_events: bad arguments')
+end
 for i = 0, n - 1 do
-  local b = 3 + 11 * i
+  local b = 4 + NV * i
   local kind, blocks = tonumber(ARGV[b + 1]), ARGV[b + 10]
   local rk, tr, bz = tonumber(ARGV[b + 2]), tonumber(ARGV[b + 6]), tonumber(ARGV[b + 7])
   if not (kind == 1 or kind == 2 or kind == 3) or not rk or not tr or not bz or rk % 1 ~= 0 or bz % 1 ~= 0
@@ -35,6 +51,7 @@ for i = 0, n - 1 do
   if (kind == 1 and #blocks % 16 ~= 0) or (kind == 2 and #blocks % 8 ~= 0) or (#ARGV[b + 8] ~= 0 and #ARGV[b + 8] ~= 8) then
     return redis.error_reply('ERR apply_events: bad blocks in event ' .. i)
   end
+  if ARGV[b + 12] ~= '0' and ARGV[b + 12] ~= '1' then return redis.error_reply('ERR apply_events: bad continuation in event ' .. i) end
 end
 local cfg, refused = cfg_get()
 if not cfg then return refused end
@@ -42,12 +59,25 @@ local res = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 local A, STALE, PNF, BNF, GAP, RST, BSM, UW, SB, RB = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10
 local wp = redis.call('HGET', K_WK, wid)
 if not wp then
-  res[UW] = n
-  return {'ok', n, unpack(res)}
+  -- Every piece is dropped; continuations are not events of their own.
+  for i = 0, n - 1 do
+    if ARGV[4 + NV * i + 12] == '0' then res[UW] = res[UW] + 1 end
+  end
+  return {'ok', n, res[1], res[2], res[3], res[4], res[5], res[6], res[7], res[8], res[9], res[10], 0, 0}
 end
 local w = cmsgpack.unpack(wp)
 local seen = tonumber(redis.call('HGET', K_SEEN, wid) or '0')
 if now > seen then seen_set(wid, now) end
+
+-- work: Redis commands issued so far and buffered for the flush (the work budget's unit, see the header).
+local work = 0
+-- event_work: an event's worst case in those commands: a stored block reads or creates its entry, writes
+-- it back and its engine-map bucket (3); a removed block also reads its engine map and its parent (5); a
+-- Cleared event clears every rank (2 each).
+local function event_work(kind, blob_len, dp)
+  if kind == 1 then return 3 * blob_len / 16 + 2 elseif kind == 2 then return 5 * blob_len / 8 end
+  return 2 * dp
+end
 
 -- Engine maps per bucket key, by field (the engine hash's first 7 bytes; its last byte picks the bucket):
 -- writes GW[gk][field] = seq | false (flushed with one HSET / HDEL per bucket), reads cached in
@@ -72,6 +102,7 @@ local function gget(slot, engine)
   local v = m[f]
   if v == nil then
     v = redis.call('HGET', k, f)
+    work = work + 1
     m[f] = v
   end
   return v
@@ -80,7 +111,7 @@ end
 local function gset_at(slot, s, off, seq)
   local k = gkb(slot, string.byte(s, off + 7))
   local d = GW[k]
-  if not d then d = {}; GW[k] = d end
+  if not d then d = {}; GW[k] = d; work = work + 1 end
   d[string.sub(s, off, off + 6)] = seq
 end
 local function gset(slot, engine, seq) gset_at(slot, engine, 1, seq) end
@@ -108,11 +139,15 @@ local function eraw(seq)
   local s = E[seq]
   if not s then
     s = redis.call('HGET', ebucket(seq), efield(seq)) or ''
+    work = work + 1
     E[seq] = s
   end
   return s
 end
-local function eput(seq, s) E[seq] = s; ED[seq] = true end
+local function eput(seq, s)
+  E[seq] = s
+  if not ED[seq] then ED[seq] = true; work = work + 1 end
+end
 local function rpos(s, key4)
   local from = FIRST
   while true do
@@ -225,6 +260,7 @@ local function store_event(slot, blocks, parent, ischild, tier)
       local v
       if j > 1 then v = seqs[j - 1] .. (inc and sfx1 or sfx0)
       else v = parent .. (ischild and '\1' or '\0') .. (inc and rec1 or rec0) end
+      work = work + 1
       if redis.call('HSETNX', ebucket(seq), efield(seq), v) == 1 then
         E[seq] = v
         dh = dh + 1
@@ -282,6 +318,7 @@ local function fget(rid)
   local f = F[rid]
   if not f then
     local v = redis.call('HMGET', K_FENCE, 'e' .. rid, 'i' .. rid, 'g' .. rid)
+    work = work + 2   -- the read and the write back
     f = {v[1] or '', v[2] or false, v[3] == '1'}
     F[rid] = f
   end
@@ -293,17 +330,25 @@ local function clear_rank(r)
   local old = w[W.SLOTS][r]
   redis.call('RPUSH', K_DEAD, old)
   w[W.SLOTS][r] = new_slot()
+  if not wdirty then work = work + 4 end   -- the worker record and roster rewrite at the end
   wdirty = true
+  work = work + 2
 end
 
-local next_i = n
+local next_i, budget_stop, prev_applied = n, 0, true
 for i = 0, n - 1 do
-  local b = 3 + 11 * i
+  local b = 4 + NV * i
   local kind, rank = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2])
   local id, idm1, epoch = ARGV[b + 3], ARGV[b + 4], ARGV[b + 5]
   local tier, bsz = tonumber(ARGV[b + 6]), tonumber(ARGV[b + 7])
   local pengine, pexpect, blocks, idmj = ARGV[b + 8], ARGV[b + 9], ARGV[b + 10], ARGV[b + 11]
-  if rank < 0 or rank >= w[W.DP] then
+  local cont, done = ARGV[b + 12] == '1', false
+  if cont and not prev_applied then
+    done = false   -- continues an event that was dropped: dropped too, and not counted again
+  elseif i > 0 and budget > 0 and work + event_work(kind, #blocks, w[W.DP]) > budget then
+    next_i, budget_stop = i, 1
+    break
+  elseif rank < 0 or rank >= w[W.DP] then
     res[UW] = res[UW] + 1
   else
     local rid = w[W.RIDS][rank + 1]
@@ -365,7 +410,7 @@ for i = 0, n - 1 do
           dh, dn, dor = 0, 0, 0
           res[SB] = res[SB] + store_event(slot, blocks, parent, ischild, tier)
           cnt_add('h', slot, dh); cnt_add('n', slot, dn); cnt_add('o', slot, dor)
-          res[A] = res[A] + 1
+          done = true
         end
       elseif kind == 2 then
         local key4 = spack(ENT.SLOT_FMT, slot)
@@ -380,7 +425,7 @@ for i = 0, n - 1 do
           end
         end
         cnt_add('h', slot, dh); cnt_add('n', slot, dn); cnt_add('o', slot, dor)
-        res[A] = res[A] + 1
+        done = true
       else
         for r = 1, w[W.DP] do
           clear_rank(r)
@@ -388,10 +433,12 @@ for i = 0, n - 1 do
           fr[3] = false
           Fdirty[w[W.RIDS][r]] = true
         end
-        res[A] = res[A] + 1
+        done = true
       end
     end
   end
+  if done and not cont then res[A] = res[A] + 1 end
+  prev_applied = done
 end
 
 -- Flush buffered writes. Engine maps of slots cleared in this batch are written too (they are dead and
@@ -409,4 +456,5 @@ if wdirty then
   roster_replace(wid, w)
 end
 reclaim(now, RECLAIM_ENTRIES, SOFT_SWEEP)
-return {'ok', next_i, unpack(res)}
+return {'ok', next_i, res[1], res[2], res[3], res[4], res[5], res[6], res[7], res[8], res[9], res[10], budget_stop,
+  prev_applied and 1 or 0}

@@ -142,3 +142,79 @@ func TestSplitEventResolvesParentOnce(t *testing.T) {
 		t.Errorf("overlap depths %v; want %d in both", depth, len(root)+len(long))
 	}
 }
+
+// TestApplyWorkBudgetCalls: how a batch is cut into apply_events calls. (1) A budget stop keeps the
+// batch's predictions: with a budget of one command every call applies one 16-block piece, and the
+// event's parent is still read once. (2) The continuations of a dropped event are not sent: a replayed
+// (stale) 199-block event costs one call — its first 64 blocks, whose continuations the script drops —
+// not one per 64 blocks. Counts and the index are the memory store's throughout.
+func TestApplyWorkBudgetCalls(t *testing.T) {
+	srv := testredis.Start(t, "--slowlog-log-slower-than", "0", "--slowlog-max-len", "10000")
+	rs := newRedisStore(t, srv.Addr())
+	ctx := context.Background()
+	chain := func(base uint64, n int) []statestore.StoredBlock {
+		out := make([]statestore.StoredBlock, n)
+		for i := range out {
+			out[i] = statestore.StoredBlock{EngineHash: base + uint64(i), LocalHash: base + uint64(i)}
+		}
+		return out
+	}
+	root, long := chain(100, 10), chain(10000, 3*statestore.MaxBlocksPerCall+7)
+	batches := [][]statestore.Event{
+		{{EventID: 1, HasEventID: true, Kind: statestore.EventStored, Blocks: root}},
+		{{EventID: 2, HasEventID: true, Kind: statestore.EventStored, Parent: 109, HasParent: true, Blocks: long[:64]}},
+		{{EventID: 3, HasEventID: true, Kind: statestore.EventStored, Parent: 10063, HasParent: true, Blocks: long[64:]}},
+		{{EventID: 3, HasEventID: true, Kind: statestore.EventStored, Parent: 10063, HasParent: true, Blocks: long[64:]}}, // replayed
+	}
+	// Calls wanted per batch (resolve_parents, apply_events): the budget of batch 1 is one command.
+	want := [][2]int{{0, 1}, {1, 64 / statestore.MaxBlocksPerPiece}, {1, -1}, {1, 1}}
+	results := map[string][]statestore.ApplyResult{}
+	for name, st := range map[string]statestore.Store{"memory": statestore.NewMemory(), "redis": rs} {
+		setupPool(t, st, "default", statestore.DefaultPoolConfig(4), "w0")
+		for i, evs := range batches {
+			var mark statestore.SlowlogMark
+			if name == "redis" {
+				var err error
+				if mark, err = rs.MarkSlowlog(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			restore := func() {}
+			if i == 1 {
+				restore = statestore.SetApplyWorkBudget(1)
+			}
+			res, err := st.ApplyEvents(ctx, statestore.EventBatch{Pool: "default", WorkerID: "w0", Events: evs, NowMs: int64(i)})
+			restore()
+			if err != nil {
+				t.Fatalf("%s batch %d: %v", name, i, err)
+			}
+			results[name] = append(results[name], res)
+			if name != "redis" {
+				continue
+			}
+			count := func(fn string) int {
+				slow, err := rs.SlowlogSince(ctx, mark, fn)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return slow.Logged
+			}
+			got := [2]int{count("_resolve_parents"), count("_apply_events")}
+			if w := want[i]; got[0] != w[0] || (w[1] >= 0 && got[1] != w[1]) {
+				t.Errorf("batch %d: %d resolve_parents and %d apply_events calls; want %v", i, got[0], got[1], w)
+			}
+		}
+		sc, err := st.Overlap(ctx, "default", blockhash.Sequence(nil, append(hashes(root), hashes(long)...)), 10)
+		if err != nil || len(sc) != 1 || sc[0].Blocks != len(root)+len(long) {
+			t.Fatalf("%s overlap: %v %v", name, sc, err)
+		}
+	}
+	for i := range batches {
+		if results["memory"][i] != results["redis"][i] {
+			t.Errorf("batch %d: memory %+v, redis %+v", i, results["memory"][i], results["redis"][i])
+		}
+	}
+	if r := results["redis"][3]; r.Stale != 1 || r.Applied != 0 || r.StoredBlocks != 0 {
+		t.Errorf("replayed event: %+v", r)
+	}
+}

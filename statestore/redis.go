@@ -51,13 +51,24 @@ type RedisOptions struct {
 
 var _ Store = (*Redis)(nil)
 
-// MaxBlocksPerCall bounds the blocks of one apply_events call: a batch is split at event boundaries, and
-// a larger event into pieces (applyLarge). Why 64: SPEC §8 wants every call under 1 ms of Redis time, and
-// a stored block costs ~7–9 µs of Redis CPU (docs/PERFORMANCE.md "Per-call bound of ingest"): 512-block
-// calls took 4.4 ms (p50) on the loaded box, 64-block calls 0.7 ms. Smaller calls cost more per block
-// (the per-call fence, worker record and sweep are paid 8× as often, and engine-map writes group less:
-// 9.0 → 12 µs per block on the same loaded box); the bound on every call is worth that.
-const MaxBlocksPerCall = 64
+// MaxBlocksPerCall bounds the blocks of one apply_events call, MaxBlocksPerPiece the blocks of one piece
+// of an event (ApplyEvents cuts larger events), and applyWorkBudget the Redis commands a call may issue
+// before it stops between two pieces (apply_events.lua's work budget; the caller resumes in a new call).
+// Why: SPEC §8 wants every call under 1 ms of Redis time. A block costs 1–3 commands (a new block: its
+// HSETNX and its engine-map bucket; a block other workers already hold: a read, a write back and its
+// bucket), ~4–5 µs each with their Lua work at 1 M entries — so a block count alone bounds a call only
+// loosely: 64 blocks were ~0.55 ms for new chains and ~0.9 ms (one call in five ≥ 1 ms at 4,096 workers)
+// for chains held by 4 workers (docs/PERFORMANCE.md "Ingest work budget"). 150 commands ≈ 0.7 ms at
+// most; 16-block pieces let a call stop near the budget (a piece's worst case is 50). Smaller calls cost
+// more per block (the per-call fence, worker record and sweep are paid more often), so new chains still
+// go 48–64 blocks a call and only shared ones fewer.
+const (
+	MaxBlocksPerCall  = 64
+	MaxBlocksPerPiece = 16
+)
+
+// applyWorkBudget is apply_events' work budget in Redis commands (a variable so tests can shrink it).
+var applyWorkBudget = 150
 
 // NewRedis returns a Redis store over a client the caller created (it never dials by itself).
 func NewRedis(c rueidis.Client, opts RedisOptions) (*Redis, error) {

@@ -606,6 +606,24 @@ func TestRedisDifferential(t *testing.T) {
 	}
 }
 
+// TestRedisDifferentialWorkBudget: the differential run with a work budget of one Redis command, so every
+// apply_events call stops after its first piece: events split across calls (24-block events in 16-block
+// pieces), continuations of dropped events (duplicates, unknown parents and ranks) dropped by the caller
+// instead of the script, and predictions carried across budget stops — still the memory store's decisions.
+func TestRedisDifferentialWorkBudget(t *testing.T) {
+	srv := sharedRedis(t)
+	defer statestore.SetApplyWorkBudget(1)()
+	steps := 3000
+	if testing.Short() {
+		steps = 1000
+	}
+	d := &differ{t: t, a: statestore.NewMemory(), b: newRedisStore(t, srv.Addr())}
+	g := newGen(6)
+	runDiff(t, d, g, steps)
+	t.Logf("coverage: %+v", g.cov)
+	assertCoverage(t, g.cov, steps)
+}
+
 // assertCoverage fails the run when the generator no longer exercises what the differential test is for.
 // Minimums are for 6000 steps (about a third of what seeds 1–5 reach) and scale with the step count;
 // the deliberate minorities (unknown hashes, unknown parents, unknown workers) have upper bounds too.

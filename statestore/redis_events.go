@@ -21,8 +21,15 @@ import (
 //     the chunk that the prediction did not model) it stops before that event and returns its index;
 //     the caller re-reads and resumes there. Events before it are applied exactly once.
 //
-// Batches are split at event boundaries into calls of at most MaxBlocksPerCall blocks; a larger event is
-// split into pieces (applyLarge).
+// Events are cut into pieces of at most MaxBlocksPerPiece blocks, sent in calls of at most
+// MaxBlocksPerCall blocks, each stopped by apply_events' work budget (applyPieces).
+
+func contArg(cont bool) string {
+	if cont {
+		return "1"
+	}
+	return "0"
+}
 
 func eventIDStr(id uint64) string { return fmt.Sprintf("%020d", id) }
 
@@ -37,70 +44,44 @@ type parentRef struct {
 	engine uint64
 }
 
-// ApplyEvents implements Store. Runs of events are applied in calls of at most MaxBlocksPerCall blocks
-// (applyRun); an event larger than that is split into pieces of its own calls (applyLarge), so no call
-// does unbounded work whatever one event holds (SPEC §8).
+// ApplyEvents implements Store. Every event is cut into pieces of at most MaxBlocksPerPiece blocks
+// (splitEvent), and the pieces go in calls of at most MaxBlocksPerCall blocks; apply_events stops before
+// a piece once its work budget (applyWorkBudget Redis commands) is spent, and the rest goes in the next
+// call — so no call does unbounded work whatever one event holds, nor more than the budget whatever the
+// index already holds (SPEC §8).
 func (r *Redis) ApplyEvents(ctx context.Context, b EventBatch) (ApplyResult, error) {
-	var res ApplyResult
-	events := b.Events
-	pred := predictions{}
-	for len(events) > 0 {
-		if eventBlocks(&events[0]) > MaxBlocksPerCall {
-			got, err := r.applyLarge(ctx, b, events[0], pred)
-			res.Add(got)
-			if err != nil {
-				return res, err
-			}
-			events = events[1:]
-			continue
-		}
-		n := 1
-		for n < len(events) && eventBlocks(&events[n]) <= MaxBlocksPerCall {
-			n++
-		}
-		got, err := r.applyRun(ctx, b, events[:n], pred)
-		res.Add(got)
-		if err != nil {
-			return res, err
-		}
-		events = events[n:]
+	var pieces []piece
+	for _, ev := range b.Events {
+		pieces = splitEvent(pieces, ev, MaxBlocksPerPiece)
 	}
-	return res, nil
+	return r.applyPieces(ctx, b, pieces, predictions{})
 }
 
 // predictions maps (rank, engine hash) to the sequence hash the batch's earlier calls stored for it, so a
 // later call (the next piece of a split event, the next run of a long batch) predicts those parents
 // without a resolve_parents read. A prediction is only a guess: apply_events re-verifies every parent
 // mapping against the live index and stops at the first mismatch, and the caller then forgets them all
-// and reads again (applyRun).
+// and reads again (applyPieces).
 type predictions map[parentRef]uint64
 
 // eventBlocks is the number of blocks an event stores or removes.
 func eventBlocks(ev *Event) int { return len(ev.Blocks) + len(ev.Removed) }
 
-// applyLarge applies one event of more than MaxBlocksPerCall blocks as pieces of at most that many, each
-// its own call. The first piece carries the event's id and epoch and is fenced like any event; the
-// others continue it (a Stored piece's parent is the previous piece's last block) without an id, and
-// are sent only if the first was applied — stale, unknown parent, block size mismatch or unknown worker
-// drop the whole event, as one call would. Counts equal one call's: the event is applied once.
-func (r *Redis) applyLarge(ctx context.Context, b EventBatch, ev Event, pred predictions) (ApplyResult, error) {
-	var res ApplyResult
-	for i, piece := range splitEvent(ev, MaxBlocksPerCall) {
-		got, err := r.applyRun(ctx, b, []Event{piece}, pred)
-		if i > 0 {
-			got.Applied-- // a continuation of the event counted once already
-		}
-		res.Add(got)
-		if err != nil || (i == 0 && got.Applied == 0) {
-			return res, err
-		}
-	}
-	return res, nil
+// piece is an event or a part of one. A continuation (cont) is a later part of a split event: it has no
+// id of its own (the first piece is fenced like any event), a Stored continuation's parent is the
+// previous piece's last block, and apply_events applies it only if the event's earlier pieces were
+// applied — stale, unknown parent, block size mismatch or unknown worker drop the whole event, as one
+// step would — and counts the event once.
+type piece struct {
+	Event
+	cont bool
 }
 
-// splitEvent cuts a Stored or Removed event into pieces of at most max blocks (see applyLarge).
-func splitEvent(ev Event, max int) []Event {
-	var out []Event
+// splitEvent appends ev's pieces of at most max blocks to out.
+func splitEvent(out []piece, ev Event, max int) []piece {
+	if eventBlocks(&ev) <= max {
+		return append(out, piece{Event: ev})
+	}
 	first := true
 	for ev.Kind == EventStored && len(ev.Blocks) > 0 || ev.Kind == EventRemoved && len(ev.Removed) > 0 {
 		p := ev
@@ -117,23 +98,24 @@ func splitEvent(ev Event, max int) []Event {
 		if !first {
 			p.HasEventID, p.EventID = false, 0
 		}
+		out = append(out, piece{Event: p, cont: !first})
 		first = false
-		out = append(out, p)
 	}
 	return out
 }
 
-// applyRun applies events (each of at most MaxBlocksPerCall blocks) in calls split at event boundaries.
-func (r *Redis) applyRun(ctx context.Context, b EventBatch, events []Event, pred predictions) (ApplyResult, error) {
+// applyPieces applies pieces in calls of at most MaxBlocksPerCall blocks, each stopped by apply_events'
+// work budget or at a wrong parent prediction and resumed where it stopped.
+func (r *Redis) applyPieces(ctx context.Context, b EventBatch, pieces []piece, pred predictions) (ApplyResult, error) {
 	var res ApplyResult
 	stuck := 0
-	for len(events) > 0 {
+	for len(pieces) > 0 {
 		n, blocks := 0, 0
-		for n < len(events) && (n == 0 || blocks+eventBlocks(&events[n]) <= MaxBlocksPerCall) {
-			blocks += eventBlocks(&events[n])
+		for n < len(pieces) && (n == 0 || blocks+eventBlocks(&pieces[n].Event) <= MaxBlocksPerCall) {
+			blocks += eventBlocks(&pieces[n].Event)
 			n++
 		}
-		chunk := events[:n]
+		chunk := pieces[:n]
 		args, err := r.applyArgs(ctx, b, chunk, pred)
 		if err != nil {
 			return res, err
@@ -145,34 +127,49 @@ func (r *Redis) applyRun(ctx context.Context, b EventBatch, events []Event, pred
 		if msgStr(arr[0]) == "unknown_pool" {
 			return res, unknownPool(b.Pool)
 		}
+		if len(arr) != 14 {
+			return res, fmt.Errorf("statestore: redis apply_events: reply of %d values, want 14", len(arr))
+		}
 		next := int(msgInt(arr[1]))
 		c := func(i int) int { return int(msgInt(arr[2+i])) }
 		res.Add(ApplyResult{Applied: c(0), Stale: c(1), ParentNotFound: c(2), BlockNotFound: c(3), Gaps: c(4), Restarts: c(5),
 			BlockSizeMismatch: c(6), UnknownWorker: c(7), StoredBlocks: c(8), RemovedBlocks: c(9)})
-		if next < len(chunk) {
-			clear(pred) // a predicted parent was wrong (or the chunk's rest is unknown): read them again
-		}
-		if next == 0 {
-			if stuck++; stuck > 16 {
-				return res, fmt.Errorf("statestore: redis apply_events: parent mapping keeps changing under a concurrent writer of worker %q", b.WorkerID)
+		budgetStop, lastApplied := c(10) == 1, c(11) == 1
+		switch {
+		case next < len(chunk) && !budgetStop:
+			clear(pred) // a predicted parent was wrong: read them again
+			if next == 0 {
+				if stuck++; stuck > 16 {
+					return res, fmt.Errorf("statestore: redis apply_events: parent mapping keeps changing under a concurrent writer of worker %q", b.WorkerID)
+				}
+			} else {
+				stuck = 0
 			}
-		} else {
+		case next == 0:
+			// The first piece of a call is always processed: a budget stop there is a broken script.
+			return res, fmt.Errorf("statestore: redis apply_events: no progress within the work budget")
+		default:
 			stuck = 0
 		}
-		events = events[next:]
+		pieces = pieces[next:]
+		// The pieces continuing an event that was not applied are dropped with it (apply_events does the
+		// same within a call).
+		for !lastApplied && len(pieces) > 0 && pieces[0].cont {
+			pieces = pieces[1:]
+		}
 	}
 	return res, nil
 }
 
 // applyArgs builds one apply_events call for chunk. pred holds the sequence hashes earlier calls of the
 // batch stored (see predictions); it is updated with this chunk's, as if the call applies it whole.
-func (r *Redis) applyArgs(ctx context.Context, b EventBatch, chunk []Event, pred predictions) ([]string, error) {
+func (r *Redis) applyArgs(ctx context.Context, b EventBatch, chunk []piece, pred predictions) ([]string, error) {
 	// Pass 1: which parents are neither produced inside the chunk nor predicted by an earlier call?
 	local := pred // engine hashes stored earlier (this batch) → predicted seq
 	produced := map[parentRef]bool{}
 	var need []parentRef
 	for i := range chunk {
-		ev := &chunk[i]
+		ev := &chunk[i].Event
 		switch ev.Kind {
 		case EventStored:
 			if ev.HasParent {
@@ -209,11 +206,11 @@ func (r *Redis) applyArgs(ctx context.Context, b EventBatch, chunk []Event, pred
 		}
 	}
 	// Pass 2: predicted parents and sequence hashes.
-	args := make([]string, 0, 3+11*len(chunk))
+	args := make([]string, 0, 4+12*len(chunk))
 	jump := r.limits.maxEventIDJump()
-	args = append(args, istr(b.NowMs), b.WorkerID, strconv.Itoa(len(chunk)))
+	args = append(args, istr(b.NowMs), b.WorkerID, strconv.Itoa(len(chunk)), strconv.Itoa(applyWorkBudget))
 	for i := range chunk {
-		ev := &chunk[i]
+		ev := &chunk[i].Event
 		id, idm1, idmj := "", "", ""
 		if ev.HasEventID {
 			id = eventIDStr(ev.EventID)
@@ -267,7 +264,7 @@ func (r *Redis) applyArgs(ctx context.Context, b EventBatch, chunk []Event, pred
 			clear(local)
 		}
 		args = append(args, strconv.Itoa(int(ev.Kind)), strconv.Itoa(ev.DPRank), id, idm1, ev.Epoch,
-			strconv.Itoa(int(ev.Tier)), strconv.Itoa(ev.BlockSize), pengine, pexpect, string(blob), idmj)
+			strconv.Itoa(int(ev.Tier)), strconv.Itoa(ev.BlockSize), pengine, pexpect, string(blob), idmj, contArg(chunk[i].cont))
 	}
 	return args, nil
 }
