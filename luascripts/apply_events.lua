@@ -30,7 +30,8 @@
 -- and all engine-map writes are buffered and flushed at the end (one HSET / HDEL per engine-map bucket).
 -- Complexity: O(blocks in the batch) hash operations — about one HSETNX per new block plus one grouped
 -- engine-map HSET per bucket touched — at most the work budget's commands (+ one event's worst case when
--- the first event alone exceeds it) + bounded reclamation (RECLAIM_ENTRIES, SOFT_SWEEP).
+-- the first event alone exceeds it) + bounded reclamation (RECLAIM_ENTRIES, SOFT_SWEEP) + while a
+-- rescoring of the load order is under way, one step of it (LZ.tick: RESCORE_TICK members).
 bind(KEYS)
 local now = tonumber(ARGV[1])
 local wid = ARGV[2]
@@ -456,5 +457,6 @@ if wdirty then
   roster_replace(wid, w)
 end
 reclaim(now, RECLAIM_ENTRIES, SOFT_SWEEP)
+LZ.tick()
 return {'ok', next_i, res[1], res[2], res[3], res[4], res[5], res[6], res[7], res[8], res[9], res[10], budget_stop,
   prev_applied and 1 or 0}

@@ -8,7 +8,10 @@
 --
 -- KEYS (the same list for every script; built by statestore.poolKeys, all under the pool's hash tag):
 --   1 cfg     HASH   pool knobs (knobs_gen.lua's short field names; floats as shortest round-trip strings) and
---                    'bin': every knob as a big-endian f64, CFG_FIELDS order
+--                    'bin': every knob as a big-endian f64, CFG_FIELDS order. While a rescoring of lz is
+--                    under way (see "Rescoring in steps" below): 'pbin' the pending knobs packed as 'bin',
+--                    'pargv' put_pool's ARGV (cmsgpack) written at the switch, 'rcur' the ZSCAN cursor of
+--                    the walk; 'rgen' the generation of the latest rescoring started (kept afterwards)
 --   2 ro      STRING the roster's directory; also the prefix of its chunks ro:<cid>, STRING each: the
 --                    candidates in (worker id bytes, dp rank) order, CH at most per chunk (see "Chunked
 --                    roster" below for both encodings)
@@ -55,6 +58,8 @@
 --  26 tc      HASH   cost_model ttft calibration (SPEC §6.6, statestore/ttft_route.go): rank id (decimal) ->
 --                    struct '>dddddd' {prefill_rate, decode_coeff, p11, p12, p22, samples}, "p" -> the pool's
 --                    fit; an absent entry is "not calibrated yet" (no migration for pools written before)
+--  27 lzn     ZSET   lz being rescored with the pending knobs (cfg 'pbin'), members as lz's; exists only
+--                    while a rescoring is under way (put_pool → rescore_step), then RENAMEd over lz
 -- Bucket suffixes and ':'..chunk id (ro:, lv:) are the only strings appended in Lua; every key stays under
 -- the pool's hash tag.
 
@@ -64,19 +69,21 @@
 local LAYOUT = '3'
 
 local K_CFG, K_ROSTER, K_WK, K_SEEN, K_LD, K_FENCE, K_SC, K_ORPH, K_ND, K_DEAD, K_LS, K_LX, K_SS, K_SX, K_E, K_G, K_S, K_WZ
-local K_HC, K_HU, K_SY, K_LZ, K_LC, K_SZ, K_LP, K_TC
+local K_HC, K_HU, K_SY, K_LZ, K_LC, K_SZ, K_LP, K_TC, K_LZN
 local ROS, EC, CNT   -- per-call caches (roster, event-index entries, counter deltas), reset by bind
 local LVW, LVSTAMP   -- this call's loads memo and stamp after its first loads write (lv_touch); LVW false: none
 local LZC            -- this call's pool knobs for lz scores (LZ.knobs), nil until read
+local LZP            -- this call's pending knobs (cfg 'pbin': a rescoring under way), false: none, nil: unread
 
 -- bind starts a call: the pool's key names (KEYS as statestore.PoolKeys builds them) and fresh caches.
 local function bind(keys)
   K_CFG, K_ROSTER, K_WK, K_SEEN, K_LD, K_FENCE, K_SC, K_ORPH, K_ND, K_DEAD, K_LS, K_LX, K_SS, K_SX, K_E, K_G, K_S, K_WZ =
     keys[1], keys[2], keys[3], keys[4], keys[5], keys[6], keys[7], keys[8], keys[9], keys[10], keys[11], keys[12],
     keys[13], keys[14], keys[15], keys[16], keys[17], keys[18]
-  K_HC, K_HU, K_SY, K_LZ, K_LC, K_SZ, K_LP, K_TC = keys[19], keys[20], keys[21], keys[22], keys[23], keys[24], keys[25], keys[26]
+  K_HC, K_HU, K_SY, K_LZ, K_LC, K_SZ, K_LP, K_TC, K_LZN =
+    keys[19], keys[20], keys[21], keys[22], keys[23], keys[24], keys[25], keys[26], keys[27]
   ROS, EC, CNT = nil, {}, {h = {}, o = {}, n = {}}
-  LVW, LVSTAMP, LZC = nil, nil, nil
+  LVW, LVSTAMP, LZC, LZP = nil, nil, nil, nil
 end
 
 -- layout_reply is the reply for a pool whose cfg records layout v (nil: none recorded).
@@ -98,6 +105,7 @@ local RECLAIM_ENTRIES = 128    -- dead slots' engine-map entries reclaimed per c
 local SOFT_SWEEP = 256         -- expired soft entries swept per call
 local SESS_SWEEP = 32          -- expired idle session bindings reclaimed per route call
 local SESS_CAP = 262144        -- live session bindings per pool (statestore.MaxSessionsPerPool)
+local RESCORE_TICK = 32        -- lz members rescored by a writing call's LZ.tick (~0.05 ms at 4,096 ranks)
 
 local function ebucket(seq) local a, b = string.byte(seq, 7, 8); return K_E .. ((a * 256 + b) % NB_E) end
 local function sbucket(seq) local a, b = string.byte(seq, 7, 8); return K_S .. ((a * 256 + b) % NB_S) end
@@ -137,15 +145,16 @@ local function cfg_parse(b)
 end
 
 -- cfg_get returns the pool's knobs as numbers, or nil and the operation's reply when the pool does not
--- exist or was written by another layout (pool_check's replies). One HMGET (the packed knobs and the
--- layout version).
+-- exist or was written by another layout (pool_check's replies). One HMGET (the packed knobs, the
+-- layout version and the pending knobs of a rescoring under way, kept for LZ's mirroring).
 local function cfg_get()
-  local got = redis.call('HMGET', K_CFG, 'bin', 'layout')
+  local got = redis.call('HMGET', K_CFG, 'bin', 'layout', 'pbin')
   local b, v = got[1], got[2]
   if v ~= LAYOUT then
     if v or b or redis.call('EXISTS', K_CFG) == 1 then return nil, layout_reply(v) end
     return nil, {'unknown_pool'}
   end
+  LZP = got[3] and cfg_parse(got[3]) or false
   return cfg_parse(b)
 end
 
@@ -356,8 +365,8 @@ end
 -- the load. Members with equal scores sort by their bytes, so the candidates with one exact load form one
 -- contiguous run of lz ordered by candidate key = candidate order (a load group, its size in lc).
 -- Maintained in one place per kind of write: lv_set (every loads change), roster_replace (a worker's
--- members out and in: registration, removal, spec and dp changes), put_pool (LZ.rescore after a scoring
--- knob changed).
+-- members out and in: registration, removal, spec and dp changes), put_pool and rescore_step (LZ.begin,
+-- LZ.step: a rescoring in bounded steps after a scoring knob changed, see "Rescoring in steps" below).
 local LZ = {}
 -- LZ.ck: the candidate key of (worker id, dp rank, index slot). Sorts like the candidate order (worker id
 -- bytes, then rank): NUL in the id is escaped as \0\1 and the id ends with \0\0, so a prefix sorts first;
@@ -387,13 +396,23 @@ function LZ.fresh(ck, i)
   return ck
 end
 -- LZ.knobs: the pool's scoring knobs (cfg's packed 'bin', whatever its layout: migrate reads it too; once
--- per call).
+-- per call), and the pending knobs of a rescoring under way (LZP) read with them.
 function LZ.knobs()
-  if not LZC then LZC = cfg_parse(redis.call('HGET', K_CFG, 'bin')) end
+  if not LZC then
+    local got = redis.call('HMGET', K_CFG, 'bin', 'pbin')
+    LZC, LZP = cfg_parse(got[1]), got[2] and cfg_parse(got[2]) or false
+  end
   return LZC
 end
--- LZ.use: this call's scoring knobs are the pool's knobs c (a caller that already read them).
-function LZ.use(c) LZC = c end
+-- LZ.use: this call's scoring knobs are the pool's knobs c (a caller that already read them with cfg_get,
+-- which also read the pending ones).
+function LZ.use(c)
+  LZC = c
+  if LZP == nil then LZP = false; local b = redis.call('HGET', K_CFG, 'pbin'); if b then LZP = cfg_parse(b) end end
+end
+-- LZ.pending: the pending knobs while a rescoring is under way (every lz write is mirrored into lzn,
+-- scored by them), else false.
+function LZ.pending() LZ.knobs(); return LZP end
 -- LZ.score: a load's key, memory_loadorder.go loadKey operation by operation (prefill_load_scale ·
 -- (prefill / block_size) + decode blocks + decode_active_request_weight · requests).
 function LZ.score(c, p, d, r) return c.pls * (p / c.bs) + d + c.rw * r end
@@ -404,31 +423,38 @@ function LZ.move(ck, old, new)
   if redis.call('HINCRBY', K_LC, old, -1) <= 0 then redis.call('HDEL', K_LC, old) end
   local p, d, r = struct.unpack('>ddd', new)
   redis.call('ZADD', K_LZ, LZ.score(LZ.knobs(), p, d, r), new .. ck)
+  if LZP then
+    redis.call('ZREM', K_LZN, old .. ck)
+    redis.call('ZADD', K_LZN, LZ.score(LZP, p, d, r), new .. ck)
+  end
   redis.call('HINCRBY', K_LC, new, 1)
   if string.sub(old, 1, 8) ~= string.sub(new, 1, 8) then redis.call('ZADD', K_LP, p, ck) end
 end
--- LZ.add adds members (load ‖ key strings) to lz, their counts to lc and their prefill tokens to lp
--- (keys only: rescore re-adds lz alone): ZADD 256 at a time.
-function LZ.add(members, rescore)
-  local c, args, pargs, cnt = LZ.knobs(), {}, {}, {}
+-- LZ.zadd adds members (load ‖ key strings) to the sorted set key scored by knobs c: ZADD 256 at a time.
+function LZ.zadd(key, c, members)
+  local args = {}
   for _, m in ipairs(members) do
-    local l = string.sub(m, 1, 24)
-    local p, d, r = struct.unpack('>ddd', l)
+    local p, d, r = struct.unpack('>ddd', m)
     args[#args + 1] = LZ.score(c, p, d, r)
     args[#args + 1] = m
-    pargs[#pargs + 1] = p
+    if #args >= 512 then redis.call('ZADD', key, unpack(args)); args = {} end
+  end
+  if #args > 0 then redis.call('ZADD', key, unpack(args)) end
+end
+-- LZ.add adds members (load ‖ key strings) to lz (and lzn while a rescoring is under way), their counts
+-- to lc and their prefill tokens to lp.
+function LZ.add(members)
+  local pargs, cnt = {}, {}
+  LZ.zadd(K_LZ, LZ.knobs(), members)
+  if LZP then LZ.zadd(K_LZN, LZP, members) end
+  for _, m in ipairs(members) do
+    local l = string.sub(m, 1, 24)
+    pargs[#pargs + 1] = (struct.unpack('>d', l))
     pargs[#pargs + 1] = string.sub(m, 25)
     cnt[l] = (cnt[l] or 0) + 1
-    if #args >= 512 then
-      redis.call('ZADD', K_LZ, unpack(args))
-      if not rescore then redis.call('ZADD', K_LP, unpack(pargs)) end
-      args, pargs = {}, {}
-    end
+    if #pargs >= 512 then redis.call('ZADD', K_LP, unpack(pargs)); pargs = {} end
   end
-  if #args > 0 then
-    redis.call('ZADD', K_LZ, unpack(args))
-    if not rescore then redis.call('ZADD', K_LP, unpack(pargs)) end
-  end
+  if #pargs > 0 then redis.call('ZADD', K_LP, unpack(pargs)) end
   for l, k in pairs(cnt) do redis.call('HINCRBY', K_LC, l, k) end
 end
 -- LZ.remove removes members (load ‖ key strings) from lz, their counts from lc and their keys from lp.
@@ -441,6 +467,7 @@ function LZ.remove(members)
     cnt[l] = (cnt[l] or 0) + 1
   end
   redis.call('ZREM', K_LZ, unpack(members))
+  if LZ.pending() then redis.call('ZREM', K_LZN, unpack(members)) end
   redis.call('ZREM', K_LP, unpack(keys))
   for l, k in pairs(cnt) do
     if redis.call('HINCRBY', K_LC, l, -k) <= 0 then redis.call('HDEL', K_LC, l) end
@@ -456,11 +483,74 @@ function LZ.of(list, a, b)
   end
   return out
 end
--- LZ.rescore recomputes every member's score after the scoring knobs changed (O(W log W), put_pool only).
-function LZ.rescore()
-  local all = redis.call('ZRANGE', K_LZ, 0, -1)
-  redis.call('DEL', K_LZ, K_LC)
-  LZ.add(all, true)
+
+-- Rescoring in steps. lz's scores depend on the knobs prefill_load_scale, decode_active_request_weight
+-- and block_size (LZ.score); rewriting every member in one call is O(W log W), ~7-12 ms at 4,096 ranks,
+-- against SPEC §8's bounded calls. So a put_pool changing one of them on a pool with lz members does not
+-- apply its knobs at once: it records them as pending (cfg 'pbin', and its whole ARGV 'pargv', under a
+-- new generation 'rgen') and rescore_step calls walk lz with ZSCAN from a stored cursor ('rcur'), a bounded
+-- number of members per call, adding each to lzn scored by the pending knobs. Meanwhile every lz write
+-- (LZ.move, LZ.add, LZ.remove) is mirrored into lzn with the pending knobs' score, and every operation
+-- keeps using cfg 'bin', the knobs lz is scored by, for the costs AND the order (every knob of the
+-- put_pool waits: one PutPool takes effect at once, as in the memory store). ZSCAN returns every member
+-- present for the whole walk at least once; a member added or moved during the walk is in lzn by the
+-- mirroring; one removed is removed from lzn too: when the walk ends, lzn is exactly lz rescored. The
+-- step that ends it swaps atomically: UNLINK lz (freed in the background), RENAME lzn lz, put_pool's
+-- ARGV and 'pbin' become the pool's knobs. ZSCAN's COUNT is a hint (a listpack-encoded set, at most
+-- zset-max-listpack-entries members, comes whole) and visits at most 10·COUNT empty buckets per call.
+-- A router of a build before this one does not mirror (docs/REDIS.md "Rescoring in steps").
+
+-- LZ.cancel drops a rescoring under way (its partial lzn, UNLINKed: freed in the background) and its
+-- pending state; the generation stays.
+function LZ.cancel()
+  redis.call('UNLINK', K_LZN)
+  redis.call('HDEL', K_CFG, 'pbin', 'pargv', 'rcur')
+  LZP = false
+end
+-- LZ.begin starts a rescoring to the knobs packed in pbin (put_pool's ARGV argv, cmsgpack): a new
+-- generation, an empty lzn, the walk at cursor 0. Returns the generation.
+function LZ.begin(pbin, argv)
+  redis.call('UNLINK', K_LZN)
+  local gen = redis.call('HINCRBY', K_CFG, 'rgen', 1)
+  redis.call('HSET', K_CFG, 'pbin', pbin, 'pargv', argv, 'rcur', '0')
+  LZP = cfg_parse(pbin)
+  return gen
+end
+-- LZ.switch ends a rescoring whose walk is complete: lzn becomes lz, the pending knobs the pool's.
+-- A cardinality mismatch (a writer that did not mirror: a router of an older build during a rolling
+-- upgrade) restarts the walk instead. Returns whether it switched.
+function LZ.switch()
+  local n = redis.call('ZCARD', K_LZ)
+  if redis.call('ZCARD', K_LZN) ~= n then
+    redis.call('UNLINK', K_LZN)
+    redis.call('HSET', K_CFG, 'rcur', '0')
+    return false
+  end
+  local got = redis.call('HMGET', K_CFG, 'pbin', 'pargv')
+  redis.call('UNLINK', K_LZ)
+  if n > 0 then redis.call('RENAME', K_LZN, K_LZ) end
+  redis.call('HSET', K_CFG, 'bin', got[1], unpack(cmsgpack.unpack(got[2])))
+  redis.call('HDEL', K_CFG, 'pbin', 'pargv', 'rcur')
+  LZC, LZP = cfg_parse(got[1]), false
+  return true
+end
+-- LZ.step walks about n more lz members into lzn (ZSCAN COUNT n from cfg 'rcur'), switching when the walk
+-- is complete. Only while a rescoring is under way (LZ.pending). Returns whether it switched.
+-- Complexity: O(n log W) (about n ZADDs); the switch O(knobs) (ZCARD, UNLINK and RENAME are O(1)).
+function LZ.step(n)
+  local P = LZ.pending()
+  local got = redis.call('ZSCAN', K_LZ, redis.call('HGET', K_CFG, 'rcur') or '0', 'COUNT', n)
+  local members, kv = {}, got[2]
+  for j = 1, #kv, 2 do members[#members + 1] = kv[j] end
+  LZ.zadd(K_LZN, P, members)
+  if got[1] == '0' then return LZ.switch() end
+  redis.call('HSET', K_CFG, 'rcur', got[1])
+  return false
+end
+-- LZ.tick: a small step of a rescoring under way (RESCORE_TICK members) at the end of a writing call, so
+-- a rescoring whose PutPool caller died is finished by the pool's traffic.
+function LZ.tick()
+  if LZ.pending() then LZ.step(RESCORE_TICK) end
 end
 -- BULK_FMT: bulk_unpack's formats by record format and count (at most 128 per record format), built
 -- once per library load: a library's module-level state outlives the call, unlike an EVAL script's.

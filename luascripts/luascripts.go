@@ -69,8 +69,10 @@ var (
 	Workers        = Script{Name: "workers", Idempotent: true}
 	ReportForward  = Script{Name: "report_forward"}
 	Migrate        = Script{Name: "migrate", Idempotent: true}
+	// RescoreStep: a step sent twice walks twice as far; the rescoring it ends is the same.
+	RescoreStep = Script{Name: "rescore_step", Idempotent: true}
 
-	All = []Script{ApplyEvents, ResolveParents, Route, Lease, PutPool, PutWorker, RemoveWorker, Workers, ReportForward, Migrate}
+	All = []Script{ApplyEvents, ResolveParents, Route, Lease, PutPool, PutWorker, RemoveWorker, Workers, ReportForward, Migrate, RescoreStep}
 )
 
 // LibraryName is the Functions library holding every operation of this build: kvrouter_v<Layout>_<digest>.

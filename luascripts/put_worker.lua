@@ -6,6 +6,8 @@
 -- Reply: {'ok'} | {'unknown_pool'} | {'layout_mismatch', found layout} | {'too_many'}.
 -- Complexity: a new worker or a changed spec: O(CH + dp) + O(W/CH) directory bytes (roster_replace
 -- rewrites the one or two roster chunks holding the worker's ranks; CH = 64); an unchanged heartbeat: O(1).
+-- Either way, while a rescoring of the load order is under way, one step of it (LZ.tick: RESCORE_TICK
+-- members): heartbeats finish a rescoring whose PutPool caller died.
 bind(KEYS)
 local now, wid, url = tonumber(ARGV[1]), ARGV[2], ARGV[3]
 local dp, tkv, mnbt, kve = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
@@ -22,7 +24,7 @@ else
 end
 seen_set(wid, now)
 local changed = not wp or w[W.URL] ~= url or w[W.DP] ~= dp or w[W.TKV] ~= tkv or w[W.MNBT] ~= mnbt or w[W.KVE] ~= kve
-if not changed then return {'ok'} end
+if not changed then LZ.tick(); return {'ok'} end
 w[W.URL], w[W.TKV], w[W.MNBT], w[W.KVE] = url, tkv, mnbt, kve
 while w[W.DP] < dp do
   local rid = redis.call('HINCRBY', K_SC, 'rid', 1)
@@ -40,4 +42,5 @@ while w[W.DP] > dp do
 end
 redis.call('HSET', K_WK, wid, cmsgpack.pack(w))
 roster_replace(wid, w)
+LZ.tick()
 return {'ok'}

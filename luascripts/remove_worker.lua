@@ -6,7 +6,8 @@
 -- Reply: {'ok'} | {'unknown_pool'} | {'layout_mismatch', found layout} | {'unknown_worker'}.
 -- Complexity: O(CH + dp) + O(W/CH) directory bytes (roster_replace) + bounded reclamation (RECLAIM_ENTRIES
 -- engine-map entries, SOFT_SWEEP soft entries: the same bound as apply_events; the dead slots are reclaimed
--- by later calls, as route and apply_events do).
+-- by later calls, as route and apply_events do) + while a rescoring of the load order is under way, one
+-- step of it (LZ.tick: RESCORE_TICK members).
 bind(KEYS)
 local now, wid = tonumber(ARGV[1]), ARGV[2]
 local refused = pool_check()
@@ -28,4 +29,5 @@ redis.call('HDEL', K_HU, wid)
 redis.call('ZREM', K_WZ, wid)
 roster_replace(wid, nil)
 reclaim(now, RECLAIM_ENTRIES, SOFT_SWEEP)   -- as apply_events: 64 whole buckets here took 3-8 ms at 1 M entries
+LZ.tick()
 return {'ok'}

@@ -173,13 +173,59 @@ func istr(v int64) string   { return strconv.FormatInt(v, 10) }
 
 func unknownPool(pool string) error { return fmt.Errorf("%w: %q", ErrUnknownPool, pool) }
 
-// PutPool implements Store.
+// rescoreStepMembers is the lz members one rescore_step call walks (ZSCAN COUNT): ~0.3 ms of Redis time at
+// 4,096 ranks (docs/PERFORMANCE.md "Rescoring in steps"). A variable so tests can take tiny steps.
+var rescoreStepMembers = 128
+
+// PutPool implements Store. A change of a knob the load order is scored by (prefill_load_scale,
+// decode_active_request_weight, block_size) on a pool with workers is applied in bounded steps
+// (rescore_step.lua, docs/REDIS.md "Rescoring in steps"): PutPool drives them and returns once the new
+// knobs are in effect; until then every operation uses the knobs before the call.
 func (r *Redis) PutPool(ctx context.Context, pool string, cfg PoolConfig) error {
-	if err := CheckID("pool", pool); err != nil {
+	gen, err := r.putPool(ctx, pool, cfg)
+	if err != nil || gen == 0 {
 		return err
 	}
+	return r.finishRescoring(ctx, pool, gen)
+}
+
+// finishRescoring drives rescore_step calls of generation gen until they report the switch done (or
+// that a later PutPool cancelled or superseded gen: that caller drives its own).
+func (r *Redis) finishRescoring(ctx context.Context, pool string, gen int64) error {
+	for {
+		done, err := r.rescoreStep(ctx, pool, gen, rescoreStepMembers)
+		if err != nil || done {
+			return err
+		}
+	}
+}
+
+// rescoreStep runs one rescore_step call of n members; it reports whether no rescoring of generation gen
+// is under way any more.
+func (r *Redis) rescoreStep(ctx context.Context, pool string, gen int64, n int) (bool, error) {
+	arr, err := r.exec(ctx, luascripts.RescoreStep, pool, []string{istr(gen), strconv.Itoa(n)})
+	if err != nil {
+		return false, err
+	}
+	switch msgStr(arr[0]) {
+	case "done":
+		return true, nil
+	case "more":
+		return false, nil
+	case "unknown_pool":
+		return false, unknownPool(pool)
+	}
+	return false, r.wrap("rescore_step", fmt.Errorf("unexpected reply %q", msgStr(arr[0])))
+}
+
+// putPool runs put_pool; it returns the generation of the rescoring the call started or joined (0: the
+// knobs are in effect already).
+func (r *Redis) putPool(ctx context.Context, pool string, cfg PoolConfig) (int64, error) {
+	if err := CheckID("pool", pool); err != nil {
+		return 0, err
+	}
 	if err := cfg.Validate(); err != nil {
-		return err
+		return 0, err
 	}
 	args := make([]string, 0, 2*len(knobTable)+8)
 	for _, k := range knobTable { // cfg order, "bs" first (put_pool.lua reads it as ARGV[2])
@@ -187,19 +233,23 @@ func (r *Redis) PutPool(ctx context.Context, pool string, cfg PoolConfig) error 
 	}
 	args = append(args, gatewayFields(cfg)...)
 	if err := r.checkPoolLimit(ctx, pool); err != nil {
-		return err
+		return 0, err
 	}
 	arr, err := r.exec(ctx, luascripts.PutPool, pool, args)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	if msgStr(arr[0]) == "conflict" {
-		return fmt.Errorf("%w: pool %q has workers; block_size %d cannot change to %d", ErrConflict, pool, msgInt(arr[1]), cfg.BlockSize)
+	var gen int64
+	switch msgStr(arr[0]) {
+	case "conflict":
+		return 0, fmt.Errorf("%w: pool %q has workers; block_size %d cannot change to %d", ErrConflict, pool, msgInt(arr[1]), cfg.BlockSize)
+	case "rescoring":
+		gen = msgInt(arr[1])
 	}
 	if err := r.c.Do(ctx, r.c.B().Sadd().Key(PoolsKey(r.prefix)).Member(pool).Build()).Error(); err != nil {
-		return r.wrap("put_pool", err)
+		return 0, r.wrap("put_pool", err)
 	}
-	return nil
+	return gen, nil
 }
 
 // checkPoolLimit refuses a new pool once the registry holds Limits.MaxPools (SISMEMBER and SCARD of

@@ -672,8 +672,15 @@ func TestRedisFastSelectLargePool(t *testing.T) {
 
 // checkLoadOrder checks the Redis load order against the loads: lz has one member per roster candidate,
 // whose first 24 bytes are that candidate's lv bytes (as a multiset), scored by the load key, and lc
+// fataler is what checkLoadOrder needs of a test: *rapid.T and *testing.T both are.
+type fataler interface {
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+}
+
 // counts each load's members; lp holds the prefill tokens of lv; and the last-seen order sz matches seen.
-func checkLoadOrder(t *rapid.T, r *Redis, pool string) {
+// t is a *rapid.T or a *testing.T.
+func checkLoadOrder(t fataler, r *Redis, pool string) {
 	ctx := context.Background()
 	keys := PoolKeys(r.prefix, pool)
 	// The loads of every candidate: every loads chunk lv:<cid> (a multiset: chunk order does not matter;
