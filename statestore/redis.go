@@ -175,7 +175,7 @@ func unknownPool(pool string) error { return fmt.Errorf("%w: %q", ErrUnknownPool
 
 // rescoreStepMembers is the lz members one rescore_step call walks (ZSCAN COUNT): ~0.3 ms of Redis time at
 // 4,096 ranks (docs/PERFORMANCE.md "Rescoring in steps"). A variable so tests can take tiny steps.
-var rescoreStepMembers = 128
+var rescoreStepMembers = 64
 
 // PutPool implements Store. A change of a knob the load order is scored by (prefill_load_scale,
 // decode_active_request_weight, block_size) on a pool with workers is applied in bounded steps
@@ -351,11 +351,17 @@ func (r *Redis) Pools(ctx context.Context) ([]PoolInfo, error) {
 		if err != nil {
 			return nil, err
 		}
-		cnt, err := r.c.Do(ctx, r.c.B().Hlen().Key(PoolKeys(r.prefix, n)[2]).Build()).AsInt64()
+		keys := PoolKeys(r.prefix, n)
+		res := r.c.DoMulti(ctx, r.c.B().Hlen().Key(keys[2]).Build(), r.c.B().Hexists().Key(keys[0]).Field("pbin").Build())
+		cnt, err := res[0].AsInt64()
 		if err != nil {
 			return nil, r.wrap("pools", err)
 		}
-		out = append(out, PoolInfo{Name: n, Config: cfg, Workers: int(cnt)})
+		rescoring, err := res[1].AsBool()
+		if err != nil {
+			return nil, r.wrap("pools", err)
+		}
+		out = append(out, PoolInfo{Name: n, Config: cfg, Workers: int(cnt), Rescoring: rescoring})
 	}
 	return out, nil
 }

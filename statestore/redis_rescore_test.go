@@ -341,14 +341,17 @@ func TestRedisRescoreAbandoned(t *testing.T) {
 		if beats++; beats > 100 {
 			t.Fatal("100 heartbeats did not finish the rescoring")
 		}
-		if got, _ := f.rs.GetPool(f.ctx, "p"); !reflect.DeepEqual(got, old) {
-			t.Fatalf("GetPool %+v during the rescoring, want the old knobs", got)
+		if got, _ := f.rs.Pools(f.ctx); len(got) != 1 || !reflect.DeepEqual(got[0].Config, old) || !got[0].Rescoring {
+			t.Fatalf("Pools %+v during the rescoring, want the old knobs, rescoring", got)
 		}
 		f.heartbeat()
 		f.route()
 	}
 	t.Logf("finished by %d heartbeats", beats)
 	f.checkRescored(a)
+	if got, _ := f.rs.Pools(f.ctx); len(got) != 1 || got[0].Rescoring {
+		t.Fatalf("Pools %+v after the rescoring", got)
+	}
 	if !f.step(gen, 4) {
 		t.Fatal("a step after the switch: not done")
 	}

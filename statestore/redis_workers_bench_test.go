@@ -3,7 +3,9 @@ package statestore_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -97,4 +99,77 @@ func BenchmarkRedisWorkersPage(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkRedisRescore (issue 15): PutPool changing prefill_load_scale (× 1.5, then back: two rescorings
+// of the load order per iteration) in a pool of 4,096 single-rank workers with varied loads (4,096
+// bookings of 0..96 prompt tokens). Reports, from the SLOWLOG (threshold 0, the benchmark's own
+// server), the longest single call of a PutPool (the largest over the run, the median and the least over
+// its PutPools: the box's preemption shows in the first two), the median FCALL, the FCALLs per PutPool and
+// their summed duration. Also compiles in a tree without the
+// rescoring in steps, where one put_pool call does all of it (the "before" of docs/PERFORMANCE.md).
+//
+//	go test ./statestore -run '^$' -bench RedisRescore -benchtime 10x -count 3
+func BenchmarkRedisRescore(b *testing.B) {
+	const workers = 4096
+	srv := sharedRedis(b)
+	st := newRedisStore(b, srv.Addr())
+	ctx := context.Background()
+	registerFleet(b, st, "rescore", workers, 1)
+	for i := 0; i < workers; i++ {
+		req := statestore.RouteRequest{Pool: "rescore", RequestID: fmt.Sprintf("r%d", i), ISL: int64(16 * (i % 7)), Random: float64(i%97) / 97, NowMs: 2}
+		if _, err := st.Route(ctx, req); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, cmd := range [][]string{{"CONFIG", "SET", "slowlog-log-slower-than", "0"}, {"CONFIG", "SET", "slowlog-max-len", "100000"}, {"SLOWLOG", "RESET"}} {
+		if _, err := srv.Do(10e9, cmd...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cfgs := [2]statestore.PoolConfig{statestore.DefaultPoolConfig(16), statestore.DefaultPoolConfig(16)}
+	cfgs[0].PrefillLoadScale *= 1.5
+	var longest, all []float64
+	usec := int64(0)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for _, cfg := range cfgs {
+			mark, err := st.MarkSlowlog(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := st.PutPool(ctx, "rescore", cfg); err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			s, err := st.SlowlogSince(ctx, mark, "{")
+			if err != nil || s.Truncated || s.Logged > statestore.MaxSlowlogEntries {
+				b.Fatalf("slowlog: %+v (%v)", s, err)
+			}
+			top := int64(0)
+			for _, e := range s.Entries {
+				if strings.HasPrefix(e.Command, "FCALL") {
+					all = append(all, float64(e.Us))
+					usec += e.Us
+					top = max(top, e.Us)
+				}
+			}
+			if testing.Verbose() && i == 0 {
+				for _, e := range s.Entries {
+					b.Logf("%s %d µs", e.Command, e.Us)
+				}
+			}
+			longest = append(longest, float64(top))
+			b.StartTimer()
+		}
+	}
+	b.StopTimer()
+	slices.Sort(longest)
+	slices.Sort(all)
+	b.ReportMetric(longest[len(longest)-1], "longest-call-us")
+	b.ReportMetric(longest[len(longest)/2], "median-longest-call-us")
+	b.ReportMetric(longest[0], "least-longest-call-us")
+	b.ReportMetric(all[len(all)/2], "median-call-us")
+	b.ReportMetric(float64(len(all))/float64(len(longest)), "fcalls/putpool")
+	b.ReportMetric(float64(usec)/float64(len(longest)), "fcall-us/putpool")
 }

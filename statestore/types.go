@@ -339,4 +339,8 @@ type PoolInfo struct {
 	Name    string     `json:"pool"`
 	Config  PoolConfig `json:"config"`
 	Workers int        `json:"workers"`
+	// Rescoring: a PutPool changing a knob the load order is scored by is still being applied (Redis
+	// store: its rescoring in steps, docs/REDIS.md "Rescoring in steps"); Config is the config in effect
+	// until it ends.
+	Rescoring bool `json:"rescoring,omitempty"`
 }
