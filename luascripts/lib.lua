@@ -49,7 +49,7 @@
 --                    packed load (24 bytes, exactly its lv bytes) ‖ candidate key (LZ.ck), scored by the
 --                    load key (LZ.score, the pool's prefill_load_scale/decode_active_request_weight/block_size).
 --                    Equal scores sort by member, so one exact load is one contiguous run in candidate order:
---                    a load group. Kept by lv_set / roster_replace, rescored by put_pool.
+--                    a load group. Kept by lv_set / roster_replace, rescored in steps (put_pool, rescore_step).
 --  23 lc      HASH   packed load (24 bytes) -> members of lz with that load (a group's size; no zero entries)
 --  24 sz      ZSET   worker id scored by its last heartbeat/event, ms (layout 3): seen's values as an order, so
 --                    route finds the workers dead under worker_ttl_ms from its head (seen_set keeps both)
