@@ -319,6 +319,11 @@ type Explanation struct {
 	// nothing was eligible.
 	TieBreak *TieBreak  `json:"tie_break,omitempty"`
 	Error    *ErrorBody `json:"error,omitempty"`
+	// Pages is the number of calls that read the candidates when there were more than one (the Redis
+	// store on a pool of over ExplainPageCandidates ranks); then Snapshot is false: the pages are separate
+	// calls and routes booked between them show in the later pages' loads. Both absent: one snapshot.
+	Pages    int   `json:"pages,omitempty"`
+	Snapshot *bool `json:"snapshot,omitempty"`
 }
 
 // ErrorBody is the JSON shape of an error: {"code": "...", "message": "..."}.
