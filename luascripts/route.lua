@@ -32,7 +32,7 @@
 --        {{wid, rank, dev, host, disk, event, soft, depth, credit, prefill, decode, requests, cost, reason, url
 --          [, prefill_rate, decode_coeff: cost_model ttft]}...}}
 --   | {'scores', {wid, rank, blocks}...}
---   | {'head', roster stamp ('' none), N, required_blocks, chosen (0-based, -1 none), session_hit, minPrefill}
+--   | {'head', roster stamp ('' none), N, required_blocks, chosen (0-based, -1 none), session_hit, minPrefill, fast 0|1}
 --   | {'page', roster stamp, N, {reason, count, ...}, {candidate as in 'explain'}...} (the page's candidates)
 -- Complexity: O(log D + H·log D) bucket HGETs on prefix-closed data for H holders (windows doubling from 32)
 -- (+ O(D) per rank with orphans or non-device tiers). Candidate work: temperature 0 in 'route' mode (choose_fast): O(H + groups
@@ -914,7 +914,7 @@ local function roster_stamp() return redis.call('HGET', K_SC, 'rv') or '' end
 -- explain_head: a paged explain's first call, the decision route would make (chosen, session hit) and
 -- what every page shares: the roster stamp and size, required blocks, the credit decay's reference.
 local function explain_head()
-  return {'head', roster_stamp(), N, required, chosen - 1 >= 0 and chosen - 1 or -1, shit and 1 or 0, f17(minPrefill)}
+  return {'head', roster_stamp(), N, required, chosen - 1 >= 0 and chosen - 1 or -1, shit and 1 or 0, f17(minPrefill), fast and 1 or 0}
 end
 -- explain_page: candidates PG.a..PG.b: evaluate's loop over the page (filter reason, counted; cost and
 -- credit against the head's minPrefill), every candidate's terms as explain reports them.

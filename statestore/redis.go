@@ -37,6 +37,7 @@ type Redis struct {
 	// before each explain page after the first (its 1-based index). Test knobs (export_test.go).
 	explainPage    int
 	explainBetween func(page int)
+	fastHeads      atomic.Int64 // paged explains whose head decided through choose_fast (a test hook)
 }
 
 // RedisOptions configure NewRedis.

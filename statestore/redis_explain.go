@@ -91,8 +91,11 @@ func (r *Redis) explainOnce(ctx context.Context, req *RouteRequest) (Explanation
 	default:
 		return Explanation{}, fmt.Errorf("statestore: redis explain: unexpected reply %q", msgStr(arr[0]))
 	}
-	// {'head', stamp, N, required, chosen, session_hit, minPrefill}
+	// {'head', stamp, N, required, chosen, session_hit, minPrefill, fast}
 	stamp, n := msgStr(arr[1]), msgInt(arr[2])
+	if msgInt(arr[7]) == 1 {
+		r.fastHeads.Add(1)
+	}
 	out := Explanation{RequestID: req.RequestID, RequiredBlocks: msgInt(arr[3]), Candidates: make([]Candidate, 0, n)}
 	chosen, hit, minPrefill := int(msgInt(arr[4])), msgInt(arr[5]) == 1, msgStr(arr[6])
 	reasons := map[string]int{}
