@@ -430,6 +430,20 @@ local function lazy_loads()
     return rawget(t, j)
   end})
 end
+-- page_loads: an explain page's loads, candidates PG.a..PG.b only: one GETRANGE per loads chunk it
+-- touches, unpacked in bulk (a missing or short chunk reads as zero loads, as lv_all).
+local function page_loads()
+  LV = {}
+  local R, i = ROS, PG.a
+  while i <= PG.b do
+    local c, j = rloc(i)
+    local k = math.min(R.cn[c] - j + 1, PG.b - i + 1)   -- the page's candidates in chunk c
+    local s = redis.call('GETRANGE', K_LD .. ':' .. R.cid[c], (j - 1) * 24, (j - 1 + k) * 24 - 1)
+    local v = #s == 24 * k and bulk_unpack(s, 1, k, 'ddd', 3, 0) or nil
+    for t = 1, 3 * k do LV[3 * (i - 1) + t] = v and v[t] or 0 end
+    i = i + k
+  end
+end
 -- lazy_field: a candidate record's f64 field at offset off (ROFF), read on first use.
 local function lazy_field(off)
   return setmetatable({}, {__index = function(t, i) local v = rnum(i, off); t[i] = v; return v end})
@@ -438,7 +452,9 @@ end
 -- on first use for the fast path and an explain page.
 local function read_loads()
   LV, lvstamp = lv_memo_get(N)
-  if not LV then if FAST or PG then lazy_loads() else full_loads() end end
+  if not LV then
+    if PG then page_loads() elseif FAST then lazy_loads() else full_loads() end
+  end
   if FAST or PG then
     MN = (bpf > 0) and lazy_field(ROFF.MNBT) or nil
     TK = (bdf > 0) and lazy_field(ROFF.TKV) or nil

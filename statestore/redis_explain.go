@@ -13,7 +13,7 @@ import (
 // reports (SPEC §8: every script call does bounded work; docs/REDIS.md "Paged explain"). A pool of at
 // most this many ranks is explained in one call, one atomic snapshot; a larger one in a head call (the
 // decision, through route's own path) and one call per page of this many candidates.
-const ExplainPageCandidates = 256
+const ExplainPageCandidates = 128
 
 // explainAttempts bounds the paged explains tried when the roster changes between their calls; after
 // that many Explain fails with ErrConflict.
