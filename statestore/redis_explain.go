@@ -2,9 +2,9 @@ package statestore
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
-
-	"github.com/redis/rueidis"
+	"math"
 
 	"github.com/kvrouter/kvrouter/luascripts"
 )
@@ -83,8 +83,10 @@ func (r *Redis) explainOnce(ctx context.Context, req *RouteRequest) (Explanation
 	case "explain":
 		out := Explanation{RequestID: req.RequestID, RequiredBlocks: msgInt(arr[1])}
 		reasons, _ := arr[4].ToArray()
-		cands, _ := arr[5].ToArray()
-		urls := decodeCandidates(&out, cands)
+		urls, err := decodeCandidates(&out, msgStr(arr[5]))
+		if err != nil {
+			return Explanation{}, err
+		}
 		explainDecision(&out, req, int(msgInt(arr[2])), msgInt(arr[3]) == 1, noEligible(req.Pool, reasons).Reasons, urls)
 		return out, nil
 	case "head":
@@ -125,8 +127,11 @@ func (r *Redis) explainOnce(ctx context.Context, req *RouteRequest) (Explanation
 		for k, v := range noEligible(req.Pool, rs).Reasons {
 			reasons[k] += v
 		}
-		cands, _ := p[4].ToArray()
-		urls = append(urls, decodeCandidates(&out, cands)...)
+		u, err := decodeCandidates(&out, msgStr(p[4]))
+		if err != nil {
+			return Explanation{}, err
+		}
+		urls = append(urls, u...)
 		out.Pages++
 	}
 	if int64(len(out.Candidates)) != n {
@@ -139,25 +144,43 @@ func (r *Redis) explainOnce(ctx context.Context, req *RouteRequest) (Explanation
 	return out, nil
 }
 
-// decodeCandidates appends route.lua's explain candidate rows to out and returns their urls.
-func decodeCandidates(out *Explanation, cands []rueidis.RedisMessage) []string {
-	urls := make([]string, len(cands))
-	for i, cm := range cands {
-		v, _ := cm.ToArray()
-		c := Candidate{WorkerID: msgStr(v[0]), DPRank: int(msgInt(v[1])), DeviceBlocks: int(msgInt(v[2])),
-			HostBlocks: int(msgInt(v[3])), DiskBlocks: int(msgInt(v[4])), EventBlocks: int(msgInt(v[5])),
-			PredictedBlocks: int(msgInt(v[6])), OverlapBlocks: int(msgInt(v[7])), Credit: msgFloat(v[8]),
-			ActivePrefillTokens: msgInt(v[9]), ActiveDecodeBlocks: msgInt(v[10]), ActiveRequests: msgInt(v[11]),
-			Cost: msgFloat(v[12]), Filtered: msgStr(v[13])}
-		if len(v) > 14 {
-			urls[i] = msgStr(v[14])
+// explainRowFixed is the fixed part of one packed candidate row (route.lua explain_rows' ROW_FMT: 7 u32,
+// 5 f64, 2 u16, 2 u8).
+const explainRowFixed = 7*4 + 5*8 + 2*2 + 2
+
+// decodeCandidates appends route.lua's packed explain rows (explain_rows) to out and returns their urls.
+func decodeCandidates(out *Explanation, blob string) ([]string, error) {
+	var urls []string
+	b := []byte(blob)
+	u32 := func(o int) int { return int(binary.BigEndian.Uint32(b[o:])) }
+	f64 := func(o int) float64 { return math.Float64frombits(binary.BigEndian.Uint64(b[o:])) }
+	for o := 0; o < len(b); {
+		if o+explainRowFixed > len(b) {
+			return nil, fmt.Errorf("statestore: redis explain: truncated candidate row at byte %d", o)
 		}
-		if len(v) > 16 { // cost_model ttft: the coefficients the candidate was costed with
-			c.TTFTCoeffs = &TTFTCoeffs{PrefillRate: msgFloat(v[15]), DecodeCoeff: msgFloat(v[16])}
+		wl, ul := int(binary.BigEndian.Uint16(b[o+68:])), int(binary.BigEndian.Uint16(b[o+70:]))
+		rl, tc := int(b[o+72]), b[o+73] == 1
+		end := o + explainRowFixed + wl + ul + rl
+		if tc {
+			end += 16
+		}
+		if end > len(b) {
+			return nil, fmt.Errorf("statestore: redis explain: truncated candidate row at byte %d", o)
+		}
+		s := o + explainRowFixed
+		c := Candidate{DPRank: u32(o), DeviceBlocks: u32(o + 4), HostBlocks: u32(o + 8), DiskBlocks: u32(o + 12),
+			EventBlocks: u32(o + 16), PredictedBlocks: u32(o + 20), OverlapBlocks: u32(o + 24), Credit: f64(o + 28),
+			ActivePrefillTokens: int64(f64(o + 36)), ActiveDecodeBlocks: int64(f64(o + 44)), ActiveRequests: int64(f64(o + 52)),
+			Cost: f64(o + 60), WorkerID: blob[s : s+wl], Filtered: blob[s+wl+ul : s+wl+ul+rl]}
+		urls = append(urls, blob[s+wl:s+wl+ul])
+		if tc { // cost_model ttft: the coefficients the candidate was costed with
+			t := s + wl + ul + rl
+			c.TTFTCoeffs = &TTFTCoeffs{PrefillRate: f64(t), DecodeCoeff: f64(t + 8)}
 		}
 		out.Candidates = append(out.Candidates, c)
+		o = end
 	}
-	return urls
+	return urls, nil
 }
 
 // explainDecision sets the decision (candidate chosen, 0-based; -1: none, then the error with the
