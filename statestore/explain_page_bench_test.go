@@ -18,7 +18,8 @@ import (
 // explain: the longest script call and the sum of its calls (SLOWLOG of every call, µs: Redis's own
 // timing of each FCALL), the number of calls, and the server's CPU (INFO used_cpu delta, including the
 // GetPool that reads the knobs and the SLOWLOG reads). The longest-call figure is the median over the
-// b.N explains; the server is the benchmark's own.
+// b.N explains; paged, also the median head call and the median page call. The server is the
+// benchmark's own.
 //
 //	go test ./statestore -run '^$' -bench RedisExplainFleet -benchtime 20x -count 3
 func BenchmarkRedisExplainFleet(b *testing.B) {
@@ -65,7 +66,7 @@ func BenchmarkRedisExplainFleet(b *testing.B) {
 				if _, err := st.Explain(ctx, req); err != nil { // memos warm
 					b.Fatal(err)
 				}
-				var longest []float64
+				var longest, heads, pages []float64
 				var sum, calls float64
 				cpu0, _ := st.InfoCPU(ctx)
 				b.ResetTimer()
@@ -80,8 +81,8 @@ func BenchmarkRedisExplainFleet(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					m := 0.0
-					for _, e := range entries {
+					m, first := 0.0, len(pages)
+					for _, e := range entries { // newest first: the explain's first call (the head) is the last
 						f, _ := e.ToArray()
 						args, _ := f[3].AsStrSlice()
 						if len(args) == 0 || (args[0] != "FCALL" && args[0] != "fcall") {
@@ -91,12 +92,25 @@ func BenchmarkRedisExplainFleet(b *testing.B) {
 						m = max(m, float64(us))
 						sum += float64(us)
 						calls++
+						pages = append(pages, float64(us))
 					}
 					longest = append(longest, m)
+					if len(pages) > first+1 { // paged: the oldest call was the head
+						heads = append(heads, pages[len(pages)-1])
+						pages = pages[:len(pages)-1]
+					} else {
+						pages = pages[:first]
+					}
 				}
 				b.StopTimer()
 				cpu1, _ := st.InfoCPU(ctx)
 				slices.Sort(longest)
+				if len(heads) > 0 {
+					slices.Sort(heads)
+					slices.Sort(pages)
+					b.ReportMetric(heads[len(heads)/2], "head-us")
+					b.ReportMetric(pages[len(pages)/2], "page-us")
+				}
 				b.ReportMetric(longest[len(longest)/2], "longest-call-us")
 				b.ReportMetric(longest[len(longest)-1], "longest-call-max-us")
 				b.ReportMetric(sum/float64(b.N), "fcall-sum-us/explain")
