@@ -81,7 +81,7 @@ func (r *Redis) explainOnce(ctx context.Context, req *RouteRequest) (Explanation
 	case "invalid":
 		return Explanation{}, r.exactInvalid(ctx, req)
 	case "explain":
-		out := Explanation{RequestID: req.RequestID, RequiredBlocks: msgInt(arr[1])}
+		out := Explanation{RequestID: req.RequestID, RequiredBlocks: msgInt(arr[1]), Candidates: []Candidate{}}
 		reasons, _ := arr[4].ToArray()
 		urls, err := decodeCandidates(&out, msgStr(arr[5]))
 		if err != nil {
