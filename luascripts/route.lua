@@ -433,7 +433,7 @@ end
 -- touches, unpacked in bulk (a missing or short chunk reads as zero loads, as lv_all).
 local function page_loads()
   LV = {}
-  local R, i = ROS, PG.a
+  local R, i = ros(), PG.a
   while i <= PG.b do
     local c, j = rloc(i)
     local k = math.min(R.cn[c] - j + 1, PG.b - i + 1)   -- the page's candidates in chunk c
@@ -828,6 +828,11 @@ local function pick(cs, T, r)
   end
   return n
 end
+-- count_reason counts one candidate filtered for reason (reasons, rorder: first-seen order).
+local function count_reason(reason)
+  if not reasons[reason] then reasons[reason] = 0; rorder[#rorder + 1] = reason end
+  reasons[reason] = reasons[reason] + 1
+end
 -- evaluate: memory_route.go evaluateOver over the whole roster (the full scan), for what choose_fast does
 -- not decide: every candidate's filter reason (reasons, rorder, CREASON) and the credit decay's minPrefill,
 -- the eligible costs, then pick unless a session binding chose c already. Returns the chosen roster index
@@ -853,9 +858,7 @@ local function evaluate(c)
   else CREASON = {} end
   for i = 1, CREASON and N or 0 do
     local reason = filter_reason(i)
-    if reason ~= '' then
-      if not reasons[reason] then reasons[reason] = 0; rorder[#rorder + 1] = reason end
-      reasons[reason] = reasons[reason] + 1
+    if reason ~= '' then count_reason(reason)
     elseif not anyEligible or lv[3 * i - 2] < minPrefill then
       minPrefill, anyEligible = lv[3 * i - 2], true
     end
@@ -948,10 +951,7 @@ local function explain_page()
   CREASON, CCOST, CCRED, minPrefill = {}, {}, {}, PG.min
   for i = PG.a, PG.b do
     local reason = filter_reason(i)
-    if reason ~= '' then
-      if not reasons[reason] then reasons[reason] = 0; rorder[#rorder + 1] = reason end
-      reasons[reason] = reasons[reason] + 1
-    end
+    if reason ~= '' then count_reason(reason) end
     CREASON[i] = reason
     CCOST[i], CCRED[i] = cost_of(i)
   end
