@@ -18,7 +18,8 @@
 -- the head: route's own decision path (choose_fast at temperature 0; prepare, releases and the session
 -- lookup as route) answering {'head', ...} with the decision and the inputs every page shares; then one
 -- 'explain_page' call per P roster positions reports those candidates (overlaps computed for the page's
--- ranks only, liveness by HMGET of their ids, loads and fields read per candidate) and its reason counts.
+-- ranks only, liveness by HMGET of their ids, loads by one GETRANGE per chunk, busy fields and ttft
+-- coefficients per candidate) and its reason counts.
 -- Each reply carries the roster stamp (sc 'rv') and size, so Go sees a roster changed between the calls.
 -- Health (statestore/health.go): with unhealthy_after > 0 the whole hu hash is read once (it holds only the
 -- workers marked unhealthy, so it is empty in a healthy pool); a marked worker in its window or being probed
@@ -38,7 +39,8 @@
 -- read + G²·log² W for G tied groups) ZRANGE/HGET/GETRANGE calls on lz/lc/lv, independent of the pool size W,
 -- + O(dead workers) under worker_ttl_ms (sz) + O(ranks filtered ahead) for the credit decay's minimum (lp);
 -- the roster, its slot map and the worker ids are memoized (re-read after a roster change only).
--- Otherwise (explain, temperature > 0, a scoring override, nothing eligible): O(W) candidate work (loads
+-- An explain page: O(page + position-0 holders), the page's candidates only (see "Paged explain" above).
+-- Otherwise (one-call explain, temperature > 0, a scoring override, nothing eligible): O(W) candidate work (loads
 -- lv_all, one MGET of the loads chunks, unpacked in bulk, or the loads memo; roster memoized by its stamp,
 -- only its changed chunks re-read;
 -- worker ids/urls sliced only where needed), holder tests by record-aligned string.find of the 4-byte slot
