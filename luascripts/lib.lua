@@ -1283,16 +1283,29 @@ function TT.pack(s) return struct.pack('>dddddd', s[1], s[2], s[3], s[4], s[5], 
 -- TT.pool is the pool's fit (Init of the reference while absent).
 function TT.pool(r1, r2, b) return TT.state(b) or TT.init(r1, r2, r1, r2) end
 -- TT.coeffs returns every roster candidate's coefficients, C[2i-1] prefill rate and C[2i] decode coeff
--- (EffectiveTTFT: the rank's own fit once it has a sample, else the pool's). One HGETALL of tc.
-function TT.coeffs(cfg, n)
+-- (EffectiveTTFT: the rank's own fit once it has a sample, else the pool's). One HGETALL of tc; with a
+-- range a..b of roster indices (route.lua's explain pages) only those candidates', one HMGET.
+function TT.coeffs(cfg, n, a, b)
   local r1, r2 = TT.ref(cfg)
-  local kv = redis.call('HGETALL', K_TC)
-  local st = {}
-  for i = 1, #kv, 2 do st[kv[i]] = kv[i + 1] end
+  local st, rids = {}, {}
+  if a then
+    local f = {'p'}
+    for i = a, b do
+      local _, rid = rrec(i)
+      rids[i] = rid
+      f[#f + 1] = '' .. rid
+    end
+    local got = redis.call('HMGET', K_TC, unpack(f))
+    for k, name in ipairs(f) do st[name] = got[k] or nil end
+  else
+    local kv = redis.call('HGETALL', K_TC)
+    for i = 1, #kv, 2 do st[kv[i]] = kv[i + 1] end
+    if n > 0 then rids = rcol(ROFF.RID, 'I4', 4) end
+    a, b = 1, n
+  end
   local pool = TT.pool(r1, r2, st.p)
   local C = {}
-  local rids = n > 0 and rcol(ROFF.RID, 'I4', 4) or {}
-  for i = 1, n do
+  for i = a, b do
     local s = TT.state(st['' .. rids[i]])
     if s and s[6] > 0 then C[2 * i - 1], C[2 * i] = s[1], s[2]
     else C[2 * i - 1], C[2 * i] = pool[1], pool[2] end

@@ -3,12 +3,24 @@
 -- The arithmetic mirrors statestore/selection.go operation by operation (same IEEE double results).
 --
 -- KEYS: the pool's key list (see lib.lua; route, the operation this module returns, starts with bind(KEYS)).
--- ARGV: [1] mode: 'route' | 'explain' (books nothing) | 'query' (overlap scores only, changes nothing)
+-- ARGV: [1] mode: 'route' | 'explain' (books nothing) | 'explain_page' (one page of a paged explain, books
+--       nothing) | 'query' (overlap scores only, changes nothing)
 --       [2] now, ms  [3] request id  [4] sequence hashes, 8 bytes each, concatenated (D blocks)
 --       [5] isl, tokens  [6] session id ('' none)  [7] pinned worker ('' none)  [8] random r in [0,1)
 --       [9..8+V] overrides, one per knob of CFG_OVERRIDES (knobs_gen.lua, V of them), '' = pool value
 --       [9+V] allowed worker count A, [10+V..9+V+A] allowed worker ids,
 --       [10+V+A] excluded worker count X, [11+V+A..10+V+A+X] excluded worker ids (this request only).
+--       Paging (T = 11+V+A+X), explain: [T] page size P, candidates ('' or absent: no limit); explain_page:
+--       [T] first, [T+1] last roster index of the page (1-based), [T+2] the credit decay's reference
+--       minPrefill, tokens (the head reply's).
+-- Paged explain (statestore/redis_explain.go assembles it; SPEC §8: every call bounded): 'explain' on a
+-- roster of at most P candidates is the one-call explain (one atomic snapshot). On a larger roster it is
+-- the head: route's own decision path (choose_fast at temperature 0; prepare, releases and the session
+-- lookup as route) answering {'head', ...} with the decision and the inputs every page shares; then one
+-- 'explain_page' call per P roster positions reports those candidates (overlaps computed for the page's
+-- ranks only, liveness by HMGET of their ids, loads by one GETRANGE per chunk, busy fields and ttft
+-- coefficients per candidate) and its reason counts.
+-- Each reply carries the roster stamp (sc 'rv') and size, so Go sees a roster changed between the calls.
 -- Health (statestore/health.go): with unhealthy_after > 0 the whole hu hash is read once (it holds only the
 -- workers marked unhealthy, so it is empty in a healthy pool); a marked worker in its window or being probed
 -- is filtered 'unhealthy'; booking a half-open worker starts its probe (one HSET).
@@ -18,15 +30,17 @@
 --   | {'ok', worker_id, dp_rank, url, overlap_blocks, required_blocks, cost, session_hit 0|1, fast 0|1}
 --     (fast: choose_fast decided, not the full scan; the store counts these for tests)
 --   | {'explain', required_blocks, chosen (0-based, -1 none), session_hit, {reason, count, ...},
---        {{wid, rank, dev, host, disk, event, soft, depth, credit, prefill, decode, requests, cost, reason, url
---          [, prefill_rate, decode_coeff: cost_model ttft]}...}}
+--        candidates: every candidate's row, packed (explain_rows)}
 --   | {'scores', {wid, rank, blocks}...}
+--   | {'head', roster stamp ('' none), N, required_blocks, chosen (0-based, -1 none), session_hit, minPrefill, fast 0|1}
+--   | {'page', roster stamp, N, {reason, count, ...}, the page's candidates packed as in 'explain'}
 -- Complexity: O(log D + H·log D) bucket HGETs on prefix-closed data for H holders (windows doubling from 32)
 -- (+ O(D) per rank with orphans or non-device tiers). Candidate work: temperature 0 in 'route' mode (choose_fast): O(H + groups
 -- read + G²·log² W for G tied groups) ZRANGE/HGET/GETRANGE calls on lz/lc/lv, independent of the pool size W,
 -- + O(dead workers) under worker_ttl_ms (sz) + O(ranks filtered ahead) for the credit decay's minimum (lp);
 -- the roster, its slot map and the worker ids are memoized (re-read after a roster change only).
--- Otherwise (explain, temperature > 0, a scoring override, nothing eligible): O(W) candidate work (loads
+-- An explain page: O(page + position-0 holders), the page's candidates only (see "Paged explain" above).
+-- Otherwise (one-call explain, temperature > 0, a scoring override, nothing eligible): O(W) candidate work (loads
 -- lv_all, one MGET of the loads chunks, unpacked in bulk, or the loads memo; roster memoized by its stamp,
 -- only its changed chunks re-read;
 -- worker ids/urls sliced only where needed), holder tests by record-aligned string.find of the 4-byte slot
@@ -83,6 +97,7 @@ local CREASON           -- evaluate: CREASON[i] candidate i's filter reason ('' 
 local reasons, rorder   -- evaluate: reason -> count, reasons in first-seen order
 local COSTS, CIDX, TIES -- evaluate: eligible costs and their candidates (softmax), or the tied minima
 local CCOST, CCRED      -- evaluate (explain, softmax): every candidate's cost and credit
+local PSIZE, PG         -- explain: page size (nil: none); explain_page: the page {a, b (roster indices), min (minPrefill)}
 
 -- SEQ_MT: SEQ[i] = the SEQ_LEN-byte hash at query position i (0-based), sliced on first use: the jump
 -- search touches a few positions.
@@ -96,6 +111,11 @@ local function read_request(ARGV)
   isl, session, pinned, rnd = tonumber(ARGV[5]), ARGV[6], ARGV[7], tonumber(ARGV[8])
   D = #seqs / SEQ_LEN
   SEQ, ER, SK, SH, HINT = setmetatable({}, SEQ_MT), {}, {}, {}, {}
+  local at = 9 + #CFG_OVERRIDES   -- the allowed count; the paging arguments follow the excluded ids
+  local t = at + 2 + tonumber(ARGV[at]) + tonumber(ARGV[at + 1 + tonumber(ARGV[at])])
+  PSIZE, PG = nil, nil
+  if mode == 'explain' then PSIZE = tonumber(ARGV[t] or '')
+  elseif mode == 'explain_page' then PG = {a = tonumber(ARGV[t]), b = tonumber(ARGV[t + 1]), min = tonumber(ARGV[t + 2])} end
 end
 -- reset_state: every other per-call variable to its starting value.
 local function reset_state()
@@ -245,6 +265,12 @@ local function tier_split(s, d)
   end
   return dev, host, disk
 end
+-- wanted: slot s is a live rank whose overlap this call computes (explain_page: its page's ranks only;
+-- a rank's depth does not depend on the other holders', so a page's are the full computation's).
+local function wanted(s)
+  local i = live[s]
+  return i ~= nil and (not PG or (i >= PG.a and i <= PG.b))
+end
 -- overlaps: memory_route.go overlaps: every live rank's overlap (OV), the event layer (jump search over
 -- position 0's holders, orphan holders block by block, then the tier split) and the soft layer (skipped
 -- when sx was empty before reclamation or is now).
@@ -258,11 +284,11 @@ local function overlaps()
     local s0 = event_entry(0)
     for off = E_FIRST, #s0 - E_REC + 1, E_REC do
       local s, w = struct.unpack(ENT.FMT, s0, off)
-      if w % E_TIERS ~= 0 and live[s] and not orph[s] then at0[#at0 + 1] = s end
+      if w % E_TIERS ~= 0 and wanted(s) and not orph[s] then at0[#at0 + 1] = s end
     end
     jump_depths(at0, event_tiers, D, ev)
     for s in pairs(orph) do
-      if live[s] then
+      if wanted(s) then
         local d = linear_depth(s)
         if d > 0 then ev[s] = d end
       end
@@ -276,7 +302,7 @@ local function overlaps()
     local soft = {}
     local at0 = {}
     for s, exp in pairs(soft_entry(0)) do
-      if exp > now and live[s] then at0[#at0 + 1] = s end
+      if exp > now and wanted(s) then at0[#at0 + 1] = s end
     end
     jump_depths(at0, soft_contains, D, soft)
     for s, d in pairs(soft) do
@@ -316,7 +342,7 @@ local function apply_overrides(ARGV)
   decay_d, rw, temp, bpf, bdf = cfg.decay, cfg.rw, cfg.temp, cfg.bpf, cfg.bdf
   bs = cfg.bs
   required = math.floor((isl + bs - 1) / bs)
-  TC = (cfg.cm == 1 and mode ~= 'query') and TT.coeffs(cfg, N) or nil
+  TC = (cfg.cm == 1 and mode ~= 'query') and TT.coeffs(cfg, N, PG and PG.a, PG and PG.b) or nil
 end
 -- safe_knob: memory_select.go safeKnob (statestore.MaxKnob = 1e9).
 local function safe_knob(v) return v == 0 or (v >= 1e-200 and v <= 1e9) end
@@ -325,7 +351,7 @@ local function safe_knob(v) return v == 0 or (v >= 1e-200 and v <= 1e9) end
 -- safeKnob's range. cost_model ttft never takes it: per-rank coefficients make a cost depend on more than
 -- the load (memory: chooseFast returns nil too).
 local function fast_allowed()
-  return mode == 'route' and temp <= 0 and N > 0 and not TC
+  return (mode == 'route' or mode == 'head') and temp <= 0 and N > 0 and not TC
     and pls == pcfg.pls and rw == pcfg.rw and safe_knob(pls) and safe_knob(rw)
 end
 -- new_route_filter: memory_route.go newRouteFilter (allowed, excluded) plus what memPool.live and the
@@ -343,6 +369,12 @@ local function new_route_filter(ARGV)
     if FAST then
       DEAD = {}
       for _, wid in ipairs(redis.call('ZRANGEBYSCORE', K_SZ, '-inf', now - cfg.wttl)) do DEAD[wid] = true end
+    elseif PG then   -- a page: its workers' entries only (a multi-rank worker's id repeats: harmless)
+      seen = {}
+      local ids = {}
+      for i = PG.a, PG.b do ids[#ids + 1] = rwid(i) end
+      local got = #ids > 0 and redis.call('HMGET', K_SEEN, unpack(ids)) or {}
+      for k, wid in ipairs(ids) do seen[wid] = tonumber(got[k]) end
     else
       seen = {}
       local kv = redis.call('HGETALL', K_SEEN)
@@ -399,16 +431,32 @@ local function lazy_loads()
     return rawget(t, j)
   end})
 end
+-- page_loads: an explain page's loads, candidates PG.a..PG.b only: one GETRANGE per loads chunk it
+-- touches, unpacked in bulk (a missing or short chunk reads as zero loads, as lv_all).
+local function page_loads()
+  LV = {}
+  local R, i = ros(), PG.a
+  while i <= PG.b do
+    local c, j = rloc(i)
+    local k = math.min(R.cn[c] - j + 1, PG.b - i + 1)   -- the page's candidates in chunk c
+    local s = redis.call('GETRANGE', K_LD .. ':' .. R.cid[c], (j - 1) * 24, (j - 1 + k) * 24 - 1)
+    local v = #s == 24 * k and bulk_unpack(s, 1, k, 'ddd', 3, 0) or nil
+    for t = 1, 3 * k do LV[3 * (i - 1) + t] = v and v[t] or 0 end
+    i = i + k
+  end
+end
 -- lazy_field: a candidate record's f64 field at offset off (ROFF), read on first use.
 local function lazy_field(off)
   return setmetatable({}, {__index = function(t, i) local v = rnum(i, off); t[i] = v; return v end})
 end
 -- read_loads: LV (the loads memo when fresh), and MN/TK, whole columns for the full scan, one record field
--- on first use for the fast path.
+-- on first use for the fast path and an explain page.
 local function read_loads()
   LV, lvstamp = lv_memo_get(N)
-  if not LV then if FAST then lazy_loads() else full_loads() end end
-  if FAST then
+  if not LV then
+    if PG then page_loads() elseif FAST then lazy_loads() else full_loads() end
+  end
+  if FAST or PG then
     MN = (bpf > 0) and lazy_field(ROFF.MNBT) or nil
     TK = (bdf > 0) and lazy_field(ROFF.TKV) or nil
   else
@@ -782,6 +830,11 @@ local function pick(cs, T, r)
   end
   return n
 end
+-- count_reason counts one candidate filtered for reason (reasons, rorder: first-seen order).
+local function count_reason(reason)
+  if not reasons[reason] then reasons[reason] = 0; rorder[#rorder + 1] = reason end
+  reasons[reason] = reasons[reason] + 1
+end
 -- evaluate: memory_route.go evaluateOver over the whole roster (the full scan), for what choose_fast does
 -- not decide: every candidate's filter reason (reasons, rorder, CREASON) and the credit decay's minPrefill,
 -- the eligible costs, then pick unless a session binding chose c already. Returns the chosen roster index
@@ -807,9 +860,7 @@ local function evaluate(c)
   else CREASON = {} end
   for i = 1, CREASON and N or 0 do
     local reason = filter_reason(i)
-    if reason ~= '' then
-      if not reasons[reason] then reasons[reason] = 0; rorder[#rorder + 1] = reason end
-      reasons[reason] = reasons[reason] + 1
+    if reason ~= '' then count_reason(reason)
     elseif not anyEligible or lv[3 * i - 2] < minPrefill then
       minPrefill, anyEligible = lv[3 * i - 2], true
     end
@@ -855,22 +906,59 @@ local function evaluate(c)
 end
 
 local function f17(x) return string.format('%.17g', x) end
--- explain: memory_route.go Memory.Explain: the 'explain' reply, every candidate's terms.
-local function explain()
+-- explain_rows: candidates a..b of the explanation (memory_route.go Memory.Explain's Candidate fields), from
+-- the terms evaluate or explain_page left in CREASON/CCOST/CCRED, packed into one string (statestore
+-- decodeCandidates): per candidate the fixed part ROW_FMT = dp rank, device, host, disk, event, soft and
+-- overlap blocks (u32 each), credit, prefill tokens, decode blocks, requests, cost (f64 each: the exact
+-- doubles, no text conversion), the lengths of worker id, url (u16 each) and filter reason (u8), a u8 1
+-- when cost_model ttft coefficients follow; then the worker id, url and reason bytes; then (ttft) prefill
+-- rate and decode coeff (f64 each). No nested reply table per candidate: ~3× less Redis CPU per
+-- candidate than one 15-value array each with %.17g strings. Also the reason counts (rs) in first-seen
+-- order.
+local ROW_FMT = '>I4I4I4I4I4I4I4dddddI2I2BB'
+local function explain_rows(a, b)
   local rs = {}
   for _, k in ipairs(rorder) do rs[#rs + 1] = k; rs[#rs + 1] = reasons[k] end
-  local cl = {}
-  for i = 1, N do
+  local parts, n = {}, 0
+  local tc = TC and 1 or 0
+  for i = a, b do
     local o = OV[SL[i]]
     local dev, host, disk, depth = effective(o)
     local event, soft = 0, 0
     if o then event, soft = o.event, o.soft end
     local _, _, rank, _, _, _, wid, url = rrec(i)
     local reason = CREASON and CREASON[i] or ''
-    cl[i] = {wid, rank, dev, host, disk, event, soft, depth, f17(CCRED[i]), LV[3 * i - 2], LV[3 * i - 1], LV[3 * i], f17(CCOST[i]), reason, url}
-    if TC then cl[i][16], cl[i][17] = f17(TC[2 * i - 1]), f17(TC[2 * i]) end
+    parts[n + 1] = struct.pack(ROW_FMT, rank, dev, host, disk, event, soft, depth, CCRED[i], LV[3 * i - 2], LV[3 * i - 1],
+      LV[3 * i], CCOST[i], #wid, #url, #reason, tc)
+    parts[n + 2], parts[n + 3], parts[n + 4] = wid, url, reason
+    n = n + 4
+    if TC then n = n + 1; parts[n] = struct.pack('>dd', TC[2 * i - 1], TC[2 * i]) end
   end
+  return rs, table.concat(parts)
+end
+-- explain: memory_route.go Memory.Explain: the 'explain' reply, every candidate's terms (one call).
+local function explain()
+  local rs, cl = explain_rows(1, N)
   return {'explain', required, chosen - 1 >= 0 and chosen - 1 or -1, shit and 1 or 0, rs, cl}
+end
+local function roster_stamp() return redis.call('HGET', K_SC, 'rv') or '' end
+-- explain_head: a paged explain's first call, the decision route would make (chosen, session hit) and
+-- what every page shares: the roster stamp and size, required blocks, the credit decay's reference.
+local function explain_head()
+  return {'head', roster_stamp(), N, required, chosen - 1 >= 0 and chosen - 1 or -1, shit and 1 or 0, f17(minPrefill), fast and 1 or 0}
+end
+-- explain_page: candidates PG.a..PG.b: evaluate's loop over the page (filter reason, counted; cost and
+-- credit against the head's minPrefill), every candidate's terms as explain reports them.
+local function explain_page()
+  CREASON, CCOST, CCRED, minPrefill = {}, {}, {}, PG.min
+  for i = PG.a, PG.b do
+    local reason = filter_reason(i)
+    if reason ~= '' then count_reason(reason) end
+    CREASON[i] = reason
+    CCOST[i], CCRED[i] = cost_of(i)
+  end
+  local rs, cl = explain_rows(PG.a, PG.b)
+  return {'page', roster_stamp(), N, rs, cl}
 end
 -- no_eligible: NoEligibleError's reply, the filter reasons in first-seen order.
 local function no_eligible()
@@ -976,20 +1064,26 @@ local function route(KEYS, ARGV)
   cfg, refused = cfg_get()
   if not cfg then return refused end
   LZ.use(cfg)   -- lv_set's lz score knobs (releases, booking): the pool's, already read
-  if mode ~= 'query' then
+  if PG then
+    release_expired(now)   -- a page: the head prepared; leases expired since at now are released as any call's
+  elseif mode ~= 'query' then
     local refusal = prepare()
     if refusal then return refusal end
   end
   N, SL, live = ros().n, rslots(), rlive()
+  if PG and PG.b > N then PG.b = N end   -- the roster shrank: the reply's stamp and N say so
+  if mode == 'explain' and PSIZE and N > PSIZE then mode = 'head' end
   overlaps()
   if mode == 'query' then return scores() end
   apply_overrides(ARGV)
   FAST = fast_allowed()
   new_route_filter(ARGV)
   read_loads()
+  if PG then return explain_page() end
   if FAST then
     UNI = universe(ARGV)
-    if decay_d > 0 and required > 0 and next(OV) then minPrefill = min_eligible_prefill() end
+    -- the head computes the reference whenever the decay applies: its pages may meet holders it did not
+    if decay_d > 0 and required > 0 and (next(OV) or mode == 'head') then minPrefill = min_eligible_prefill() end
   end
   chosen = bound_rank()
   shit = chosen >= 0
@@ -999,6 +1093,7 @@ local function route(KEYS, ARGV)
   end
   if not (FAST and chosen >= 0) then chosen = evaluate(chosen) end
   if mode == 'explain' then return explain() end
+  if mode == 'head' then return explain_head() end
   if chosen < 0 then return no_eligible() end
   local c = candidate(chosen)
   local reply = decision(chosen, c)

@@ -33,6 +33,11 @@ type Redis struct {
 	// fastRoutes counts decisions route.lua made through its sublinear selection (choose_fast), not
 	// the full scan: a test hook (TestSelectionExactAgainstFullScan checks the fast path ran).
 	fastRoutes atomic.Int64
+	// explainPage: candidates per explain call (0 = ExplainPageCandidates); explainBetween, when set, runs
+	// before each explain page after the first (its 1-based index). Test knobs (export_test.go).
+	explainPage    int
+	explainBetween func(page int)
+	fastHeads      atomic.Int64 // paged explains whose head decided through choose_fast (a test hook)
 }
 
 // RedisOptions configure NewRedis.

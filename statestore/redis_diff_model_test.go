@@ -171,6 +171,8 @@ type diffCoverage struct {
 	ModelAgree      int // batches whose result the generator's model predicted exactly
 	ModelDisagree   int
 	WorkersCompared int // workers listings compared after a changing step
+	Explains        int // explains compared
+	PagedExplains   int // Redis explains read in more than one page (seeds with a small page size)
 }
 
 // seqOf returns the sequence hash of a block with local hash l continuing parent (or the root).

@@ -104,69 +104,6 @@ func (r *Redis) Route(ctx context.Context, req RouteRequest) (Decision, error) {
 	return Decision{}, fmt.Errorf("statestore: redis route: unexpected reply %q", msgStr(arr[0]))
 }
 
-// Explain implements Store.
-func (r *Redis) Explain(ctx context.Context, req RouteRequest) (Explanation, error) {
-	if err := CheckID("pool", req.Pool); err != nil {
-		return Explanation{}, unknownPool(req.Pool)
-	}
-	if err := r.preValidate(ctx, &req); err != nil {
-		return Explanation{}, err
-	}
-	arr, err := r.exec(ctx, luascripts.Route, req.Pool, routeArgs("explain", &req))
-	if err != nil {
-		return Explanation{}, err
-	}
-	switch msgStr(arr[0]) {
-	case "unknown_pool":
-		return Explanation{}, unknownPool(req.Pool)
-	case "invalid":
-		return Explanation{}, r.exactInvalid(ctx, &req)
-	case "explain":
-	default:
-		return Explanation{}, fmt.Errorf("statestore: redis explain: unexpected reply %q", msgStr(arr[0]))
-	}
-	out := Explanation{RequestID: req.RequestID, RequiredBlocks: msgInt(arr[1])}
-	chosen := int(msgInt(arr[2]))
-	reasons, _ := arr[4].ToArray()
-	cands, _ := arr[5].ToArray()
-	out.Candidates = make([]Candidate, len(cands))
-	var urls []string
-	for i, cm := range cands {
-		v, _ := cm.ToArray()
-		out.Candidates[i] = Candidate{WorkerID: msgStr(v[0]), DPRank: int(msgInt(v[1])), DeviceBlocks: int(msgInt(v[2])),
-			HostBlocks: int(msgInt(v[3])), DiskBlocks: int(msgInt(v[4])), EventBlocks: int(msgInt(v[5])),
-			PredictedBlocks: int(msgInt(v[6])), OverlapBlocks: int(msgInt(v[7])), Credit: msgFloat(v[8]),
-			ActivePrefillTokens: msgInt(v[9]), ActiveDecodeBlocks: msgInt(v[10]), ActiveRequests: msgInt(v[11]),
-			Cost: msgFloat(v[12]), Filtered: msgStr(v[13])}
-		if len(v) > 14 {
-			urls = append(urls, msgStr(v[14]))
-		}
-		if len(v) > 16 { // cost_model ttft: the coefficients the candidate was costed with
-			out.Candidates[i].TTFTCoeffs = &TTFTCoeffs{PrefillRate: msgFloat(v[15]), DecodeCoeff: msgFloat(v[16])}
-		}
-	}
-	if chosen < 0 {
-		e := noEligible(req.Pool, reasons)
-		out.Error = &ErrorBody{Code: ErrorCode(e), Message: e.Error()}
-	} else {
-		c := out.Candidates[chosen]
-		d := Decision{RequestID: req.RequestID, WorkerID: c.WorkerID, DPRank: c.DPRank, OverlapBlocks: c.OverlapBlocks,
-			RequiredBlocks: out.RequiredBlocks, Cost: c.Cost, SessionHit: msgInt(arr[3]) == 1}
-		if chosen < len(urls) {
-			d.URL = urls[chosen]
-		}
-		out.Decision = &d
-	}
-	// The knobs of the cost terms: a second read, not atomic with the script's; an explanation is a
-	// diagnostic and a knob change between the two calls is visible as terms that do not add up.
-	cfg, err := r.GetPool(ctx, req.Pool)
-	if err != nil {
-		return Explanation{}, err
-	}
-	ExplainCosts(&out, req.Overrides.Apply(cfg), &req)
-	return out, nil
-}
-
 // Overlap implements Store.
 func (r *Redis) Overlap(ctx context.Context, pool string, seq []uint64, now int64) ([]Score, error) {
 	req := RouteRequest{Pool: pool, SeqHashes: seq, NowMs: now}

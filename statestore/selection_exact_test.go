@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -526,8 +527,9 @@ func TestFastPathLargePool(t *testing.T) {
 // loads come from a handful of values, so the minimum is a big load group or several tied groups, with
 // tied holders (overlap_score_credit 0: a holder costs what its load costs), excluded and health-marked
 // workers inside the tied groups (skipped by lz rank), busy fractions (groups tested member by member),
-// long allow-lists (the same), pins and sessions. Before every decision Explain (the full scan) gives the
-// reference; Route must decide exactly the same, and most decisions must take the fast path.
+// long allow-lists (the same), pins and sessions. Before every decision Explain (the full scan, in one
+// call) gives the reference; Route must decide exactly the same, and most decisions must take the fast
+// path. The paged explain (pages of 8 or 64 ranks, its decision through choose_fast) must equal it.
 func TestRedisFastSelectLargePool(t *testing.T) {
 	srv := testredis.Start(t)
 	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
@@ -639,9 +641,21 @@ func TestRedisFastSelectLargePool(t *testing.T) {
 					}
 				}
 			}
+			// The paged explain (head through choose_fast, pages of 8 or 64 ranks) first, then the one-call
+			// full scan: they must agree but for the paging fields.
+			st.explainPage = []int{8, 64}[q%2]
+			pex, perr := st.Explain(ctx, req)
+			st.explainPage = 1 << 30
 			ex, err := st.Explain(ctx, req)
-			if err != nil {
-				t.Fatal(err)
+			if err != nil || perr != nil {
+				t.Fatal(err, perr)
+			}
+			if pex.Pages < 2 || pex.Snapshot == nil || *pex.Snapshot || ex.Pages != 0 || ex.Snapshot != nil {
+				t.Fatalf("%s request %d: paged explain of %d pages (snapshot %v), one-call %d", tc.name, q, pex.Pages, pex.Snapshot, ex.Pages)
+			}
+			pex.Pages, pex.Snapshot = 0, nil
+			if !reflect.DeepEqual(pex, ex) {
+				t.Fatalf("%s request %d: paged explain differs from the full scan:\n paged %+v\n full  %+v", tc.name, q, pex, ex)
 			}
 			d, err := st.Route(ctx, req)
 			if ex.Decision == nil {
@@ -661,6 +675,10 @@ func TestRedisFastSelectLargePool(t *testing.T) {
 			}
 		}
 		fast := st.fastRoutes.Load() - before
+		if heads := st.fastHeads.Load(); heads*3 < int64(decisions)*2 {
+			t.Errorf("%s: only %d of %d paged explains decided through the fast path", tc.name, heads, decisions)
+		}
+		st.fastHeads.Store(0)
 		t.Logf("%s: %d ranks, %d decisions, %d through the fast path", tc.name, 2*len(ids), decisions, fast)
 		if fast*3 < int64(decisions)*2 { // session hits and pins aside
 			t.Errorf("%s: only %d of %d decisions took the fast path", tc.name, fast, decisions)

@@ -319,6 +319,12 @@ type Explanation struct {
 	// nothing was eligible.
 	TieBreak *TieBreak  `json:"tie_break,omitempty"`
 	Error    *ErrorBody `json:"error,omitempty"`
+	// Pages is the number of candidate pages when there were more than one (the Redis store on a pool of
+	// over ExplainPageCandidates ranks: one call each, after the call that decided); then Snapshot is
+	// false: the calls are separate and routes booked between them show in the later pages' loads. Both
+	// absent: one atomic snapshot.
+	Pages    int   `json:"pages,omitempty"`
+	Snapshot *bool `json:"snapshot,omitempty"`
 }
 
 // ErrorBody is the JSON shape of an error: {"code": "...", "message": "..."}.
