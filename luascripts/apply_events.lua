@@ -20,10 +20,11 @@
 --   0: it re-reads and resumes there). last_applied (1/0): whether the event of the last processed piece
 --   was applied — the caller drops the continuation pieces that follow an event that was not.
 -- Work budget: before every event but the first, the call stops when the Redis commands issued and
---   buffered so far plus the event's worst case (3 per stored block, 5 per removed block, 2 per rank
---   cleared) would exceed the budget: a call's time is bounded by its commands (~4–5 µs each with their
---   Lua work at 1 M entries), not by its block count, which varies 1.6× with how many workers already
---   hold the chain. The first event is always processed (progress); the caller keeps pieces small.
+--   buffered so far plus the event's estimated cost (the call's commands per applied block so far; before
+--   any, the worst case: 3 per stored block, 5 per removed block, 2 per rank cleared) would exceed the
+--   budget: a call's time is bounded by its commands (~4–8 µs each with their Lua work at 1 M entries),
+--   not by its block count, whose cost varies 1.5× with how many workers already hold the chain. The
+--   first event is always processed (progress); the caller keeps pieces small (16 blocks).
 -- Validation of every argument (kinds, integral ranks/sizes, tiers 0..2, blob lengths) happens before the
 -- first write, so a bad argument never leaves a half-applied batch. Event-index entries are handled as raw
 -- strings; a block new to the index is written at once with HSETNX (see store_event), other entry writes
@@ -78,6 +79,16 @@ local work = 0
 local function event_work(kind, blob_len, dp)
   if kind == 1 then return 3 * blob_len / 16 + 2 elseif kind == 2 then return 5 * blob_len / 8 end
   return 2 * dp
+end
+-- estimate: what the budget check expects an event to cost: once the call has applied blocks, at the
+-- call's own rate so far (commands per block: ~2 for chains new to the index, ~3 for chains other workers
+-- hold), else the worst case (which would stop a call of new chains at 48 blocks, not 64, under the
+-- default budget of 140); a wrong guess overshoots the budget by at most one piece's worst case.
+local applied_blocks = 0
+local function estimate(kind, blob_len, dp)
+  if kind == 3 or applied_blocks == 0 then return event_work(kind, blob_len, dp) end
+  local nb = kind == 1 and blob_len / 16 or blob_len / 8
+  return math.ceil(nb * work / applied_blocks)
 end
 
 -- Engine maps per bucket key, by field (the engine hash's first 7 bytes; its last byte picks the bucket):
@@ -346,7 +357,7 @@ for i = 0, n - 1 do
   local cont, done = ARGV[b + 12] == '1', false
   if cont and not prev_applied then
     done = false   -- continues an event that was dropped: dropped too, and not counted again
-  elseif i > 0 and budget > 0 and work + event_work(kind, #blocks, w[W.DP]) > budget then
+  elseif i > 0 and budget > 0 and work + estimate(kind, #blocks, w[W.DP]) > budget then
     next_i, budget_stop = i, 1
     break
   elseif rank < 0 or rank >= w[W.DP] then
@@ -439,6 +450,8 @@ for i = 0, n - 1 do
     end
   end
   if done and not cont then res[A] = res[A] + 1 end
+  if done and kind == 1 then applied_blocks = applied_blocks + #blocks / 16
+  elseif done and kind == 2 then applied_blocks = applied_blocks + #blocks / 8 end
   prev_applied = done
 end
 
@@ -449,8 +462,12 @@ eflush_raw()
 cnt_flush()
 for rid in pairs(Fdirty) do
   local f = F[rid]
-  redis.call('HSET', K_FENCE, 'e' .. rid, f[1], 'g' .. rid, f[3] and '1' or '0')
-  if f[2] then redis.call('HSET', K_FENCE, 'i' .. rid, f[2]) else redis.call('HDEL', K_FENCE, 'i' .. rid) end
+  local g = f[3] and '1' or '0'
+  if f[2] then redis.call('HSET', K_FENCE, 'e' .. rid, f[1], 'g' .. rid, g, 'i' .. rid, f[2])
+  else
+    redis.call('HSET', K_FENCE, 'e' .. rid, f[1], 'g' .. rid, g)
+    redis.call('HDEL', K_FENCE, 'i' .. rid)
+  end
 end
 if wdirty then
   redis.call('HSET', K_WK, wid, cmsgpack.pack(w))

@@ -218,3 +218,44 @@ func TestApplyWorkBudgetCalls(t *testing.T) {
 		t.Errorf("replayed event: %+v", r)
 	}
 }
+
+// TestApplyWorkBudgetChainSizes pins what the default work budget does with 64-block events: a chain new
+// to the index (~2 commands per block) goes in one call, the same chain stored by a second worker (its
+// entries read and rewritten, ~3 per block) in two calls of 32 blocks — the bound the budget is for, at
+// the per-call overhead only where it is needed (docs/REDIS.md "Calls bounded by work, not blocks").
+func TestApplyWorkBudgetChainSizes(t *testing.T) {
+	srv := testredis.Start(t, "--slowlog-log-slower-than", "0", "--slowlog-max-len", "10000")
+	rs := newRedisStore(t, srv.Addr())
+	ctx := context.Background()
+	setupPool(t, rs, "default", statestore.DefaultPoolConfig(4), "w0", "w1")
+	const chains = 4
+	for _, w := range []string{"w0", "w1"} {
+		mark, err := rs.MarkSlowlog(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for c := 0; c < chains; c++ {
+			blocks := make([]statestore.StoredBlock, statestore.MaxBlocksPerCall)
+			for i := range blocks {
+				h := uint64(1+c)<<32 + uint64(i)
+				blocks[i] = statestore.StoredBlock{EngineHash: h, LocalHash: h}
+			}
+			ev := statestore.Event{EventID: uint64(1 + c), HasEventID: true, Kind: statestore.EventStored, Blocks: blocks}
+			res, err := rs.ApplyEvents(ctx, statestore.EventBatch{Pool: "default", WorkerID: w, Events: []statestore.Event{ev}, NowMs: 1})
+			if err != nil || res.Applied != 1 || res.StoredBlocks != len(blocks) {
+				t.Fatalf("%s chain %d: %+v, %v", w, c, res, err)
+			}
+		}
+		slow, err := rs.SlowlogSince(ctx, mark, "_apply_events")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := chains
+		if w == "w1" {
+			want = 2 * chains
+		}
+		if slow.Logged != want {
+			t.Errorf("%s: %d apply_events calls for %d chains of %d blocks; want %d", w, slow.Logged, chains, statestore.MaxBlocksPerCall, want)
+		}
+	}
+}

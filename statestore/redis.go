@@ -61,19 +61,22 @@ var _ Store = (*Redis)(nil)
 // before it stops between two pieces (apply_events.lua's work budget; the caller resumes in a new call).
 // Why: SPEC §8 wants every call under 1 ms of Redis time. A block costs 1–3 commands (a new block: its
 // HSETNX and its engine-map bucket; a block other workers already hold: a read, a write back and its
-// bucket), ~4–5 µs each with their Lua work at 1 M entries — so a block count alone bounds a call only
-// loosely: 64 blocks were ~0.55 ms for new chains and ~0.9 ms (one call in five ≥ 1 ms at 4,096 workers)
-// for chains held by 4 workers (docs/PERFORMANCE.md "Ingest work budget"). 150 commands ≈ 0.7 ms at
-// most; 16-block pieces let a call stop near the budget (a piece's worst case is 50). Smaller calls cost
-// more per block (the per-call fence, worker record and sweep are paid more often), so new chains still
-// go 48–64 blocks a call and only shared ones fewer.
+// bucket), ~4–8 µs each with their Lua work at 1 M entries — so a block count alone bounds a call only
+// loosely: 64-block calls of chains held by 4 workers were ~0.9 ms on a quiet box (one in five ≥ 1 ms at
+// 4,096 workers) and mostly over 1 ms on a slow one (docs/PERFORMANCE.md "Ingest calls bounded by
+// work"). With 140 commands and 16-block pieces, estimated at the call's own commands per block, a call
+// of new chains still carries 64 blocks (~130 commands, ~0.55 ms on a quiet box) and one of chains other
+// workers hold 32 (~106 commands, ~0.45 ms); TestApplyWorkBudgetCalls pins both. Smaller calls cost more
+// per block (the per-call fence, worker record, counters and sweeps are paid more often): a budget of 100
+// cut shared chains to 16 blocks a call for +50 % Redis CPU per block, so the budget sits just above the
+// 64-block call of new chains.
 const (
 	MaxBlocksPerCall  = 64
 	MaxBlocksPerPiece = 16
 )
 
 // applyWorkBudget is apply_events' work budget in Redis commands (a variable so tests can shrink it).
-var applyWorkBudget = 150
+var applyWorkBudget = 140
 
 // NewRedis returns a Redis store over a client the caller created (it never dials by itself).
 func NewRedis(c rueidis.Client, opts RedisOptions) (*Redis, error) {
