@@ -150,6 +150,7 @@ func (f *rescoreFixture) route() Decision {
 	if f.r.IntN(4) == 0 {
 		em, errm := f.mem.Explain(f.ctx, req)
 		er, errr := f.rs.Explain(f.ctx, req)
+		er.Pages, er.Snapshot = 0, nil // a paged explain (over ExplainPageCandidates ranks) says so; nothing runs between its pages here
 		jm, _ := json.Marshal(em)
 		jr, _ := json.Marshal(er)
 		if (errm == nil) != (errr == nil) || string(jm) != string(jr) {
