@@ -24,6 +24,7 @@ import (
 // Events are cut into pieces of at most MaxBlocksPerPiece blocks, sent in calls of at most
 // MaxBlocksPerCall blocks, each stopped by apply_events' work budget (applyPieces).
 
+// contArg is a piece's continuation flag as apply_events reads it ('1': continues the previous piece).
 func contArg(cont bool) string {
 	if cont {
 		return "1"
