@@ -59,13 +59,18 @@ local cfg, refused = cfg_get()
 if not cfg then return refused end
 local res = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 local A, STALE, PNF, BNF, GAP, RST, BSM, UW, SB, RB = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10
+-- ok_reply: the 'ok' reply (header), res's counts in order.
+local function ok_reply(next_i, budget_stop, last_applied)
+  return {'ok', next_i, res[1], res[2], res[3], res[4], res[5], res[6], res[7], res[8], res[9], res[10], budget_stop,
+    last_applied}
+end
 local wp = redis.call('HGET', K_WK, wid)
 if not wp then
   -- Every piece is dropped; continuations are not events of their own.
   for i = 0, n - 1 do
     if ARGV[4 + NV * i + 12] == '0' then res[UW] = res[UW] + 1 end
   end
-  return {'ok', n, res[1], res[2], res[3], res[4], res[5], res[6], res[7], res[8], res[9], res[10], 0, 0}
+  return ok_reply(n, 0, 0)
 end
 local w = cmsgpack.unpack(wp)
 local seen = tonumber(redis.call('HGET', K_SEEN, wid) or '0')
@@ -76,8 +81,13 @@ local work = 0
 -- event_work: an event's worst case in those commands: a stored block reads or creates its entry, writes
 -- it back and its engine-map bucket (3); a removed block also reads its engine map and its parent (5); a
 -- Cleared event clears every rank (2 each).
+-- event_blocks: the blocks a Stored (16 bytes each) or Removed (8) event's blob holds; 0 for Cleared.
+local function event_blocks(kind, blob_len)
+  if kind == 1 then return blob_len / 16 elseif kind == 2 then return blob_len / 8 end
+  return 0
+end
 local function event_work(kind, blob_len, dp)
-  if kind == 1 then return 3 * blob_len / 16 + 2 elseif kind == 2 then return 5 * blob_len / 8 end
+  if kind == 1 then return 3 * event_blocks(kind, blob_len) + 2 elseif kind == 2 then return 5 * event_blocks(kind, blob_len) end
   return 2 * dp
 end
 -- estimate: what the budget check expects an event to cost: once the call has applied blocks, at the
@@ -87,8 +97,7 @@ end
 local applied_blocks = 0
 local function estimate(kind, blob_len, dp)
   if kind == 3 or applied_blocks == 0 then return event_work(kind, blob_len, dp) end
-  local nb = kind == 1 and blob_len / 16 or blob_len / 8
-  return math.ceil(nb * work / applied_blocks)
+  return math.ceil(event_blocks(kind, blob_len) * work / applied_blocks)
 end
 
 -- Engine maps per bucket key, by field (the engine hash's first 7 bytes; its last byte picks the bucket):
@@ -450,8 +459,7 @@ for i = 0, n - 1 do
     end
   end
   if done and not cont then res[A] = res[A] + 1 end
-  if done and kind == 1 then applied_blocks = applied_blocks + #blocks / 16
-  elseif done and kind == 2 then applied_blocks = applied_blocks + #blocks / 8 end
+  if done then applied_blocks = applied_blocks + event_blocks(kind, #blocks) end
   prev_applied = done
 end
 
@@ -475,5 +483,4 @@ if wdirty then
 end
 reclaim(now, RECLAIM_ENTRIES, SOFT_SWEEP)
 LZ.tick()
-return {'ok', next_i, res[1], res[2], res[3], res[4], res[5], res[6], res[7], res[8], res[9], res[10], budget_stop,
-  prev_applied and 1 or 0}
+return ok_reply(next_i, budget_stop, prev_applied and 1 or 0)
