@@ -10,16 +10,12 @@
 -- and one HSET of tc), measured = (now − decision) / 1000 s; a rank removed since calibrates nothing.
 bind(KEYS)
 local op, now, id = ARGV[1], tonumber(ARGV[2]), ARGV[3]
-local lttl = nil   -- the pool's lease_ttl_ms, read (with every knob) only to renew
-if op == 'renew' then
-  local cfg, refused = cfg_get()
-  if not cfg then return refused end
-  lttl = cfg.lttl
-else
-  local refused = pool_check()
-  if refused then return refused end
-end
-release_expired(now)
+-- Every op reads the knobs (one HMGET, as pool_check's HGET): renew needs lease_ttl_ms, prefill_done the
+-- cost model's, and the loads writes of done and prefill_done score lz with them (LZ.use: no second read).
+local cfg, refused = cfg_get()
+if not cfg then return refused end
+LZ.use(cfg)
+release_expired(now, ARGV[2])
 local lp = redis.call('HGET', K_LS, id)
 if not lp then return {'ok', 0} end
 local l = cmsgpack.unpack(lp)
@@ -28,15 +24,15 @@ if op == 'prefill_done' then
   if i then ld_add(i, 0 - l[L.PREFILL], 0, 0, l[L.CK]) end
   l[L.PREFILL] = 0
   if l[L.T] then
-    if i then TT.calibrate(cfg_get(), l[L.RID], l[L.X1], l[L.X2], (now - l[L.T]) / 1000) end
+    if i then TT.calibrate(cfg, l[L.RID], l[L.X1], l[L.X2], (now - l[L.T]) / 1000) end
     l[L.X1], l[L.X2], l[L.T] = nil, nil, nil   -- once: prefill_done is idempotent
   end
   redis.call('HSET', K_LS, id, cmsgpack.pack(l))
 elseif op == 'done' then
   end_lease(id, l, now)
 else
-  l[L.EXPIRY] = now + lttl
+  l[L.EXPIRY] = now + cfg.lttl
   redis.call('HSET', K_LS, id, cmsgpack.pack(l))
-  redis.call('ZADD', K_LX, l[L.EXPIRY], id)
+  redis.call('ZADD', K_LX, num(l[L.EXPIRY]), id)
 end
 return {'ok', 1}

@@ -71,7 +71,7 @@ local LAYOUT = '3'
 local K_CFG, K_ROSTER, K_WK, K_SEEN, K_LD, K_FENCE, K_SC, K_ORPH, K_ND, K_DEAD, K_LS, K_LX, K_SS, K_SX, K_E, K_G, K_S, K_WZ
 local K_HC, K_HU, K_SY, K_LZ, K_LC, K_SZ, K_LP, K_TC, K_LZN
 local ROS, EC, CNT   -- per-call caches (roster, event-index entries, counter deltas), reset by bind
-local LVW, LVSTAMP   -- this call's loads memo and stamp after its first loads write (lv_touch); LVW false: none
+local LVW            -- this call's loads memo after its first loads write (lv_touch); false: none
 local LZC            -- this call's pool knobs for lz scores (LZ.knobs), nil until read
 local LZP            -- this call's pending knobs (cfg 'pbin': a rescoring under way), false: none, nil: unread
 
@@ -83,7 +83,7 @@ local function bind(keys)
   K_HC, K_HU, K_SY, K_LZ, K_LC, K_SZ, K_LP, K_TC, K_LZN =
     keys[19], keys[20], keys[21], keys[22], keys[23], keys[24], keys[25], keys[26], keys[27]
   ROS, EC, CNT = nil, {}, {h = {}, o = {}, n = {}}
-  LVW, LVSTAMP, LZC, LZP = nil, nil, nil, nil
+  LVW, LZC, LZP = nil, nil, nil
 end
 
 -- layout_reply is the reply for a pool whose cfg records layout v (nil: none recorded).
@@ -128,6 +128,26 @@ local CFG_FMT = nil
 -- MEMO.cfg: cfg 'bin' -> knobs table; MEMO.ros: roster stamp -> parsed directory (ros()); MEMO.n_*: sizes.
 -- MEMO.ch: (chunk key, era) -> parsed roster chunk (rch), cap_ch entries (a deleted chunk's entry is dropped).
 local MEMO = {cap = 64, cfg = {}, n_cfg = 0, ros = {}, n_ros = 0, lv = {}, n_lv = 0, ch = {}, n_ch = 0, cap_ch = 4096}
+
+-- istr: the decimal string of integer n, memoized across calls for the small non-negative integers
+-- redis.call arguments mostly are (byte offsets into a loads chunk, lz ranks): a Lua number passed to
+-- redis.call is formatted by Redis with snprintf("%.17g"), ~2.3 k instructions each (callgrind, Redis
+-- 7.0), a memoized string costs one table lookup. Bounded: integers from 0 to ISTR_MAX only.
+local ISTR, ISTR_MAX = {}, 65535
+local function istr(n)
+  local s = ISTR[n]
+  if s then return s end
+  s = string.format('%d', n)
+  if n >= 0 and n <= ISTR_MAX then ISTR[n] = s end
+  return s
+end
+-- num: x as a redis.call argument: its decimal string when x is an integer (istr; '%d' formats integers
+-- without the float formatter), else x itself (Redis's "%.17g": exact for every double). Either way Redis
+-- parses the same double (−0 is left to Redis: '%d' would drop its sign).
+local function num(x)
+  if x == math.floor(x) and x > -2 ^ 53 and x < 2 ^ 53 and (x ~= 0 or 1 / x > 0) then return istr(x) end
+  return x
+end
 
 -- cfg_parse returns the knobs packed in cfg field 'bin' (b) as a table by short name, memoized (MEMO.cfg).
 local function cfg_parse(b)
@@ -420,15 +440,15 @@ function LZ.score(c, p, d, r) return c.pls * (p / c.bs) + d + c.rw * r end
 -- score when the prefill tokens changed.
 function LZ.move(ck, old, new)
   redis.call('ZREM', K_LZ, old .. ck)
-  if redis.call('HINCRBY', K_LC, old, -1) <= 0 then redis.call('HDEL', K_LC, old) end
+  if redis.call('HINCRBY', K_LC, old, '-1') <= 0 then redis.call('HDEL', K_LC, old) end
   local p, d, r = struct.unpack('>ddd', new)
   redis.call('ZADD', K_LZ, LZ.score(LZ.knobs(), p, d, r), new .. ck)
   if LZP then
     redis.call('ZREM', K_LZN, old .. ck)
     redis.call('ZADD', K_LZN, LZ.score(LZP, p, d, r), new .. ck)
   end
-  redis.call('HINCRBY', K_LC, new, 1)
-  if string.sub(old, 1, 8) ~= string.sub(new, 1, 8) then redis.call('ZADD', K_LP, p, ck) end
+  redis.call('HINCRBY', K_LC, new, '1')
+  if string.sub(old, 1, 8) ~= string.sub(new, 1, 8) then redis.call('ZADD', K_LP, num(p), ck) end
 end
 -- LZ.zadd adds members (load ‖ key strings) to the sorted set key scored by knobs c: ZADD 256 at a time.
 function LZ.zadd(key, c, members)
@@ -680,38 +700,53 @@ local function rid_locate(rid, hint)
   return rid_index(rid)
 end
 -- Loads memo (MEMO.lv): route's parsed loads column (LV: 3 numbers per candidate), kept across calls under
--- a loads stamp, sc field 'lvs' (server TIME µs ‖ per-pool counter 'lvn', so never reused). Every call that
--- writes loads first calls lv_touch, which writes a NEW stamp before any write (a call aborted later
--- leaves a stamp no memo has) and moves the memo, if this node holds one for the old stamp, to the new
+-- a loads stamp: the per-pool counter sc 'lvn', one HINCRBY per writing call. Every call that writes loads
+-- first calls lv_touch, which takes a NEW stamp before any write (a call aborted later leaves a stamp no
+-- memo has) and moves the memo, if this node holds one for the old stamp (the new one − 1), to the new
 -- stamp; the call then applies each write to the memo too (lv_set), with the very numbers it writes to
 -- Redis. A route whose stamp finds a memo of the right size reads no loads from Redis (lv_all + unpack of
 -- the whole column: ~500 µs at 4,096 ranks). Roster changes (roster_replace) drop the memo.
-local function lv_key(stamp) return K_LD .. '\0' .. stamp end
+-- Never reused: a counter that starts (HINCRBY answers 1: a new pool, or one deleted and recreated, or a
+-- flushed server) is moved to the server's TIME in µs, above every stamp an earlier pool of that name took
+-- (a call takes more than 1 µs, so no counter outruns the clock). The stamp was TIME ‖ counter in field
+-- 'lvs', written with HGET + TIME + HINCRBY + HSET on every writing call; now HINCRBY + HDEL.
+-- MEMO.lv: loads key -> {n = stamp, m = column}, one entry per pool (MEMO.n_lv of them).
+local function lv_memo_set(e)
+  local had = MEMO.lv[K_LD] ~= nil
+  if e and not had then
+    if MEMO.n_lv >= MEMO.cap then MEMO.lv, MEMO.n_lv = {}, 0 end
+    MEMO.n_lv = MEMO.n_lv + 1
+  elseif had and not e then
+    MEMO.n_lv = MEMO.n_lv - 1
+  end
+  MEMO.lv[K_LD] = e
+end
 local function lv_touch()
   if LVW ~= nil then return LVW end
-  local old = redis.call('HGET', K_SC, 'lvs')
-  local t = redis.call('TIME')
-  local stamp = t[1] .. '.' .. t[2] .. '.' .. redis.call('HINCRBY', K_SC, 'lvn', 1)
-  redis.call('HSET', K_SC, 'lvs', stamp)
-  LVSTAMP = stamp
-  local m = old and MEMO.lv[lv_key(old)] or false
-  if m then MEMO.lv[lv_key(old)] = nil end
-  MEMO.lv[lv_key(stamp)] = m or nil   -- (also clears any entry under the new stamp: belt and braces)
+  local n = redis.call('HINCRBY', K_SC, 'lvn', '1')
+  -- Routers of an earlier build (the same layout) stamp and check the loads by field 'lvs', not 'lvn':
+  -- deleting it makes their memos miss after this write, so a rolling upgrade never serves them stale loads.
+  redis.call('HDEL', K_SC, 'lvs')
+  if n == 1 then
+    local t = redis.call('TIME')
+    n = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    redis.call('HSET', K_SC, 'lvn', string.format('%.0f', n))
+  end
+  local e = MEMO.lv[K_LD]
+  local m = e and e.n == n - 1 and e.m or false
+  lv_memo_set(m and {n = n, m = m} or nil)
   LVW = m
   return m
 end
 -- lv_memo_get returns the memoized loads column for the current stamp (size 3·n) or nil, and the stamp.
 local function lv_memo_get(n)
-  local stamp = redis.call('HGET', K_SC, 'lvs')
+  local stamp = tonumber(redis.call('HGET', K_SC, 'lvn') or '')
   if not stamp then return nil, nil end
-  local m = MEMO.lv[lv_key(stamp)]
-  if m and #m == 3 * n then return m, stamp end
+  local e = MEMO.lv[K_LD]
+  if e and e.n == stamp and #e.m == 3 * n then return e.m, stamp end
   return nil, stamp
 end
-local function lv_memo_put(stamp, m)
-  if MEMO.n_lv >= MEMO.cap then MEMO.lv, MEMO.n_lv = {}, 0 end
-  MEMO.lv[lv_key(stamp)], MEMO.n_lv = m, MEMO.n_lv + 1
-end
+local function lv_memo_put(stamp, m) lv_memo_set({n = stamp, m = m}) end
 -- lv_all returns every candidate's loads as one string (24 bytes each, candidate order): one MGET per 256
 -- chunks; a missing or mis-sized chunk reads as zero loads.
 local function lv_all()
@@ -730,10 +765,32 @@ local function lv_all()
   end
   return table.concat(parts)
 end
--- lv_at returns the loads key and 0-based byte offset of candidate i.
+-- lv_ckey returns the loads key of roster chunk c (memoized in the parsed roster: R.lk).
+local function lv_ckey(c)
+  local R = ROS
+  local lk = R.lk
+  if not lk then lk = {}; R.lk = lk end
+  local k = lk[c]
+  if not k then k = K_LD .. ':' .. R.cid[c]; lk[c] = k end
+  return k
+end
+-- lv_at returns the loads key of candidate i and the first and last byte offsets of its 24 bytes there,
+-- as strings (istr).
 local function lv_at(i)
   local c, j = rloc(i)
-  return K_LD .. ':' .. ROS.cid[c], (j - 1) * 24
+  return lv_ckey(c), istr((j - 1) * 24), istr((j - 1) * 24 + 23)
+end
+-- lv_from returns candidate i's loads read from its chunk's whole loads string, one GET per chunk per
+-- cache table (chunk -> string): a reader of several candidates' loads (route's lazy LV) pays one call
+-- per chunk instead of one GETRANGE per candidate. Zero loads when the string is too short for i, as
+-- ld_add's GETRANGE (24 bytes exactly when the string holds i's).
+local function lv_from(i, cache)
+  local c, j = rloc(i)
+  local s = cache[c]
+  if not s then s = redis.call('GET', lv_ckey(c)) or ''; cache[c] = s end
+  local o = (j - 1) * 24
+  if #s < o + 24 then return 0, 0, 0 end
+  return struct.unpack('>ddd', s, o + 1)
 end
 -- lv_set writes candidate i's loads (its chunk's loads string, and this call's memo) and moves its lz member
 -- to the new load (LZ.move: the load order is maintained here and nowhere else for loads changes). old: the
@@ -741,29 +798,22 @@ end
 -- caller has it (a lease records it; else LZ.rck from the roster).
 local function lv_set(i, p, d, r, old, ck)
   local m = lv_touch()
-  local k, off = lv_at(i)
-  old = old or redis.call('GETRANGE', k, off, off + 23)
+  local k, from, to = lv_at(i)
+  old = old or redis.call('GETRANGE', k, from, to)
   local new = struct.pack('>ddd', p, d, r)
-  redis.call('SETRANGE', k, off, new)
+  redis.call('SETRANGE', k, from, new)
   if m then m[3 * i - 2], m[3 * i - 1], m[3 * i] = p, d, r end
   if #old == 24 and old ~= new then LZ.move(LZ.fresh(ck, i) or LZ.rck(i), old, new) end
 end
 -- lv_replaced drops the memo before loads move (a roster change).
 local function lv_replaced()
   lv_touch()
-  MEMO.lv[lv_key(LVSTAMP)] = nil
+  lv_memo_set(nil)
   LVW = false
 end
--- ld_read / ld_add: one candidate's loads (prefill tokens, decode blocks, requests); ck as lv_set's.
-local function ld_read(i)
-  local k, off = lv_at(i)
-  local v = redis.call('GETRANGE', k, off, off + 23)
-  if #v ~= 24 then return 0, 0, 0 end
-  return struct.unpack('>ddd', v)
-end
+-- ld_add: add to one candidate's loads (prefill tokens, decode blocks, requests); ck as lv_set's.
 local function ld_add(i, a, b, c, ck)
-  local k, off = lv_at(i)
-  local v = redis.call('GETRANGE', k, off, off + 23)
+  local v = redis.call('GETRANGE', lv_at(i))
   if #v ~= 24 then return lv_set(i, a, b, c, v, ck) end
   local p, d, r = struct.unpack('>ddd', v)
   lv_set(i, p + a, d + b, r + c, v, ck)
@@ -1024,9 +1074,10 @@ local function end_lease(id, l, t)
   end
 end
 
--- release_expired releases every lease whose expiry is at or before now.
-local function release_expired(now)
-  local ids = redis.call('ZRANGEBYSCORE', K_LX, '-inf', now)
+-- release_expired releases every lease whose expiry is at or before now (ms; nows: the same as the
+-- caller's ARGV string when it has one, so Redis need not format the number).
+local function release_expired(now, nows)
+  local ids = redis.call('ZRANGEBYSCORE', K_LX, '-inf', nows or now)
   for _, id in ipairs(ids) do
     local lp = redis.call('HGET', K_LS, id)
     if lp then

@@ -64,13 +64,14 @@
 --   cost_of, pick) → [explain: explain | nothing eligible: no_eligible] → decision → book.
 
 -- The event entry codec's offsets (lib.lua ENT) as locals: event_tiers reads them once per probe.
-local E_FIRST, E_REC, E_TIER_BYTE, E_TIERS, E_SLOT_LEN = ENT.FIRST, ENT.REC, ENT.TIER_BYTE, ENT.TIERS, ENT.SLOT_LEN
+local E_FIRST, E_REC, E_TIER_BYTE, E_TIERS = ENT.FIRST, ENT.REC, ENT.TIER_BYTE, ENT.TIERS
 -- BUCKET_NAME[n]: tostring(n) for event bucket numbers, kept across calls (event_entry).
 local BUCKET_NAME = {}
 
 -- Per-call state: the request (read_request), then what the steps of the main sequence set (reset_state
 -- clears it first: nothing survives from one call to the next).
 local mode, now, reqid, seqs, isl, session, pinned, rnd   -- ARGV[1..8] (see above)
+local nows   -- ARGV[2] as sent (now's decimal string: release_expired passes it on unformatted)
 local D                 -- query blocks
 local SEQ, ER, SK, SH   -- query hashes and index entries read this call (see below)
 local HINT              -- slot -> offset of its record in the last event entry it was found in (event_tiers)
@@ -107,7 +108,7 @@ end}
 -- read_request: the request's arguments (ARGV[1..8]; apply_overrides and new_route_filter read the rest)
 -- and empty memos of this call's query hashes and index entries.
 local function read_request(ARGV)
-  mode, now, reqid, seqs = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
+  mode, now, nows, reqid, seqs = ARGV[1], tonumber(ARGV[2]), ARGV[2], ARGV[3], ARGV[4]
   isl, session, pinned, rnd = tonumber(ARGV[5]), ARGV[6], ARGV[7], tonumber(ARGV[8])
   D = #seqs / SEQ_LEN
   SEQ, ER, SK, SH, HINT = setmetatable({}, SEQ_MT), {}, {}, {}, {}
@@ -138,7 +139,7 @@ end
 local function prepare()
   local refusal = validate_route()
   if refusal then return refusal end
-  release_expired(now)
+  release_expired(now, nows)
   nsx = redis.call('ZCARD', K_SX)
   reclaim(now, 16, nsx > 0 and 32 or 0)
   sweep_sessions(now, cfg.sttl)
@@ -176,7 +177,7 @@ local function event_tiers(i, slot)
   local key = SK[slot]
   if not key then key = struct.pack(ENT.SLOT_FMT, slot); SK[slot] = key end
   local p = HINT[slot]
-  if not (p and p + E_REC - 1 <= n and string.sub(s, p, p + E_SLOT_LEN - 1) == key) then
+  if not (p and p + E_REC - 1 <= n and string.find(s, key, p, true) == p) then   -- (find, not sub: no new string)
     local from = E_FIRST
     while true do
       p = string.find(s, key, from, true)
@@ -410,7 +411,7 @@ end
 
 -- Loads. The full scan reads the whole column (full_loads: one GET per chunk, or the memo kept across
 -- calls under the loads stamp, lv_touch in lib.lua; this call's own releases are already applied to it);
--- the fast path reads a candidate's loads on first use only (lazy_loads: one GETRANGE each). Read-only
+-- the fast path reads a candidate's loads on first use only (lazy_loads: one GET per loads chunk touched). Read-only
 -- until book.
 local function full_loads()
   if N > 0 then
@@ -425,9 +426,10 @@ local function full_loads()
   for j = 1, 3 * N do LV[j] = 0 end
 end
 local function lazy_loads()
+  local chunks = {}   -- lv_from's cache: the loads chunks read by this call
   LV = setmetatable({}, {__index = function(t, j)
     local i = math.floor((j + 2) / 3)
-    t[3 * i - 2], t[3 * i - 1], t[3 * i] = ld_read(i)
+    t[3 * i - 2], t[3 * i - 1], t[3 * i] = lv_from(i, chunks)
     return rawget(t, j)
   end})
 end
@@ -546,7 +548,7 @@ local function min_eligible_prefill()
   end
   local from = 0
   while true do
-    local page = redis.call('ZRANGE', K_LP, from, from + 15)
+    local page = redis.call('ZRANGE', K_LP, istr(from), istr(from + 15))
     if #page == 0 then break end
     for _, ck in ipairs(page) do
       local i = live[LZ.slot(ck)]
@@ -616,7 +618,7 @@ local function pick_tied(TH, G, SKIP)
     for _, g in ipairs(C) do
       local skip = {}
       for _, i in ipairs(SKIP[g.l] or {}) do skip[i] = true end
-      for _, x in ipairs(redis.call('ZRANGE', K_LZ, g.a, g.a + g.n - 1)) do
+      for _, x in ipairs(redis.call('ZRANGE', K_LZ, istr(g.a), istr(g.a + g.n - 1))) do
         local i = live[LZ.slot(x)]
         if not i then return nil end
         if not skip[i] then E[#E + 1] = i end
@@ -635,7 +637,7 @@ local function pick_tied(TH, G, SKIP)
     end
     table.sort(g.at)
   end
-  local function at(z) return live[LZ.slot(redis.call('ZRANGE', K_LZ, z, z)[1])] end
+  local function at(z) return live[LZ.slot(redis.call('ZRANGE', K_LZ, istr(z), istr(z))[1])] end
   -- member: g's t-th (0-based) eligible member; less_in: g's eligible members before roster index x.
   local function member(g, t)
     local z = g.a + t
@@ -730,7 +732,7 @@ local function choose_fast()
   local G = {}   -- tied groups {a = first lz rank, n = size, l = load, k = eligible, list = eligible (not counted)}
   local pos, prev = 0, nil
   while true do
-    local mem = redis.call('ZRANGE', K_LZ, pos, pos)[1]
+    local mem = redis.call('ZRANGE', K_LZ, istr(pos), istr(pos))[1]
     if not mem then break end
     local l = string.sub(mem, 1, 24)
     if l == prev then return nil end   -- lc undercounts: not a group boundary
@@ -748,7 +750,7 @@ local function choose_fast()
         g.k = n - #(SKIP[l] or {})
       else
         g.list = {}
-        for _, x in ipairs(redis.call('ZRANGE', K_LZ, pos, pos + n - 1)) do
+        for _, x in ipairs(redis.call('ZRANGE', K_LZ, istr(pos), istr(pos + n - 1))) do
           local i = live[LZ.slot(x)]
           if not i then return nil end
           if not OV[SL[i]] and filter_reason(i) == '' then g.list[#g.list + 1] = i end
@@ -1047,7 +1049,7 @@ local function book(i, c)
   local lrec = {c.rid, booked, required, expiry, lsess, lgen, i, ck}   -- L_* order
   if TC then lrec[L.X1], lrec[L.X2], lrec[L.T] = p + booked, d, now end
   redis.call('HSET', K_LS, reqid, cmsgpack.pack(lrec))
-  redis.call('ZADD', K_LX, expiry, reqid)
+  redis.call('ZADD', K_LX, num(expiry), reqid)
   local ttl = cfg.pttl
   local kve = c.kve
   if kve < 0 then kve = cfg.kve end
@@ -1065,7 +1067,7 @@ local function route(KEYS, ARGV)
   if not cfg then return refused end
   LZ.use(cfg)   -- lv_set's lz score knobs (releases, booking): the pool's, already read
   if PG then
-    release_expired(now)   -- a page: the head prepared; leases expired since at now are released as any call's
+    release_expired(now, nows)   -- a page: the head prepared; leases expired since at now are released as any call's
   elseif mode ~= 'query' then
     local refusal = prepare()
     if refusal then return refusal end

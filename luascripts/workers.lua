@@ -27,7 +27,7 @@ bind(KEYS)
 local now, after, limit, rmax = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local refused = pool_check()
 if refused then return refused end
-release_expired(now)
+release_expired(now, ARGV[1])
 local R = ros()
 
 -- the page's first candidate: the first whose worker id sorts after `after` (lib.lua's wid_lt: byte order)

@@ -154,6 +154,61 @@ func TestRedisMemosAfterRecreate(t *testing.T) {
 	}
 }
 
+// TestRedisLoadsStamp: the loads memo's stamp (sc field lvn, lib.lua lv_touch) is one counter. A pool's
+// first loads write moves it to the server's TIME in µs (so a recreated pool, whose counter restarts,
+// never takes a stamp an earlier memo holds); each later writing call adds one; and every writing call
+// deletes the field 'lvs' that routers of an earlier build stamp with, so their memos miss during a
+// rolling upgrade. A foreign 'lvs' written between calls (an earlier build's write) is gone after the next.
+func TestRedisLoadsStamp(t *testing.T) {
+	srv := sharedRedis(t)
+	ctx := context.Background()
+	rs := newRedisStorePrefix(t, "stamp:", srv.Addr())
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sc := statestore.PoolKeys("stamp:", "p")[6]
+	if err := rs.PutPool(ctx, "p", statestore.DefaultPoolConfig(16)); err != nil {
+		t.Fatal(err)
+	}
+	if err := rs.PutWorker(ctx, "p", statestore.WorkerSpec{WorkerID: "w1", URL: "http://w1"}, 1); err != nil {
+		t.Fatal(err)
+	}
+	stamp := func() (int64, bool) {
+		n, err := c.Do(ctx, c.B().Hget().Key(sc).Field("lvn").Build()).AsInt64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		old, err := c.Do(ctx, c.B().Hexists().Key(sc).Field("lvs").Build()).AsBool()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n, old
+	}
+	route := func(id string) {
+		if _, err := rs.Route(ctx, statestore.RouteRequest{Pool: "p", RequestID: id, ISL: 100, Random: 0.3, NowMs: 2}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	route("a")
+	first, old := stamp()
+	if first < 1e15 || old { // TIME in µs since 1970: > 1e15 after 2001
+		t.Fatalf("after the first loads write: lvn %d (want TIME µs), lvs present %v", first, old)
+	}
+	if err := c.Do(ctx, c.B().Hset().Key(sc).FieldValue().FieldValue("lvs", "1.2.3").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rs.Done(ctx, "p", "a", 3); err != nil {
+		t.Fatal(err)
+	}
+	route("b")
+	n, old := stamp()
+	if n != first+2 || old {
+		t.Fatalf("after done and a route: lvn %d (want %d), lvs present %v", n, first+2, old)
+	}
+}
+
 // TestRedisRosterChunks drives the chunked roster (layout 3: chunks of at most 64 candidates under a
 // directory, roster_replace in lib.lua) through many splits and merges against the memory store: ~300
 // workers of 1–4 ranks (and one of 150 ranks, more than a chunk) registered in random order (ids that are

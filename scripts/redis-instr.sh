@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# redis-instr.sh — Redis instructions per decision (route + done), counted by valgrind's callgrind: a
+# figure that does not move with the shared box's load (the same binary and state give the same count
+# within ~1 %), for comparing two builds' Lua when Redis CPU seconds are too noisy to tell 5-10 % apart.
+#
+#   scripts/redis-instr.sh PORT KVROUTER_A KVROUTER_B [ROUNDS [DECISIONS [bench route flags…]]]
+#   e.g. scripts/redis-instr.sh 7350 /tmp/old/kvrouter bin/kvrouter 2 1000 --workers 64
+#
+# It starts its own redis-server on PORT (never one it did not start), loads the benchmark's index there
+# natively (`kvrouter bench route --prefix instr:`, 1 M entries by default), saves it, and restarts the
+# server from that RDB under `valgrind --tool=callgrind --instr-atstart=no`. Then, ROUNDS times (default 2)
+# and alternating A and B: 200 warm-up decisions (each build loads its own Functions library, by name, and
+# fills its memos), then DECISIONS sequential decisions (default 1000; 1 client, done after each) with
+# instrumentation on. Printed: the instructions Redis executed per decision, for each run. Client work is
+# not counted (another process); the kernel's socket work is not either (callgrind counts user space).
+# Between runs the pool's leases are checked to be gone: a run that left leases (--no-done) would make the
+# next one release them (load-dependent state), so the script refuses --no-done.
+# REDIS_SERVER (default redis-server) picks the binary: Debian's works for totals; for attribution per C
+# function build Redis from source with symbols (apt-get source redis; make) and read the kept callgrind
+# files ($OUT_DIR, printed) with callgrind_annotate --inclusive=yes.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+port=${1:?usage: scripts/redis-instr.sh PORT KVROUTER_A KVROUTER_B [ROUNDS [DECISIONS [flags…]]]}
+a=${2:?KVROUTER_A} b=${3:?KVROUTER_B}
+rounds=${4:-2} n=${5:-1000}
+shift $(($# < 5 ? $# : 5))
+for f in "$@"; do [[ $f == --no-done ]] && { echo "redis-instr: --no-done leaves leases that change the next run's work" >&2; exit 2; }; done
+command -v valgrind >/dev/null || { echo "redis-instr: needs valgrind (apt-get install valgrind)" >&2; exit 2; }
+srv=${REDIS_SERVER:-redis-server}
+if redis-cli -p "$port" ping >/dev/null 2>&1; then
+  echo "redis-instr: something already listens on $port; pick a free port" >&2
+  exit 2
+fi
+dir=${OUT_DIR:-$(mktemp -d /tmp/redis-instr.XXXXXX)}
+mkdir -p "$dir"
+cleanup() { redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true; }
+trap cleanup EXIT
+wait_up() { for _ in $(seq 600); do redis-cli -p "$port" ping >/dev/null 2>&1 && return 0; sleep 0.5; done; return 1; }
+bench() { "$1" bench route --store "redis://127.0.0.1:$port" --prefix instr: --clients 1 --repeat 1 --calibrate 0 --routes "$2" "${@:3}"; }
+
+"$srv" --port "$port" --save '' --appendonly no --daemonize yes --dir "$dir" --logfile "$dir/load.log"
+wait_up
+bench "$a" 10 "$@" >/dev/null 2>&1
+redis-cli -p "$port" save >/dev/null
+redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
+sleep 1
+valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$dir/cg.%p" \
+  "$srv" --port "$port" --save '' --appendonly no --dir "$dir" --dbfilename dump.rdb >"$dir/valgrind.log" 2>&1 &
+wait_up
+pid=$(redis-cli -p "$port" info server | tr -d '\r' | awk -F: '$1 == "process_id" {print $2}')
+echo "callgrind files in $dir (redis pid $pid)"
+for r in $(seq "$rounds"); do
+  for k in "$a" "$b"; do
+    bench "$k" 200 "$@" >/dev/null 2>&1
+    callgrind_control -z "$pid" >/dev/null 2>&1
+    callgrind_control -i on "$pid" >/dev/null 2>&1
+    bench "$k" "$n" "$@" >"$dir/bench-$r-$(basename "$k").json" 2>/dev/null
+    callgrind_control -i off "$pid" >/dev/null 2>&1
+    before=$(ls "$dir"/cg."$pid".* 2>/dev/null | wc -l)
+    callgrind_control -d "$pid" >/dev/null 2>&1
+    for _ in $(seq 100); do [[ $(ls "$dir"/cg."$pid".* 2>/dev/null | wc -l) -gt $before ]] && break; sleep 0.2; done
+    f=$(ls -t "$dir"/cg."$pid".* | head -1)
+    total=$(callgrind_annotate "$f" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
+    echo "round $r $k: $((total / n)) instructions per decision ($f)"
+  done
+done
