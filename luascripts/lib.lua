@@ -82,7 +82,7 @@ local function bind(keys)
     keys[13], keys[14], keys[15], keys[16], keys[17], keys[18]
   K_HC, K_HU, K_SY, K_LZ, K_LC, K_SZ, K_LP, K_TC, K_LZN =
     keys[19], keys[20], keys[21], keys[22], keys[23], keys[24], keys[25], keys[26], keys[27]
-  ROS, EC, CNT = nil, {}, {h = {}, o = {}, n = {}}
+  ROS, EC, CNT = nil, nil, nil   -- EC and CNT made on first use (most calls of route and done never do)
   LVW, LZC, LZP = nil, nil, nil
 end
 
@@ -1118,6 +1118,7 @@ local function eparse(s)
 end
 
 local function eget(seq)
+  if not EC then EC = {} end
   local e = EC[seq]
   if not e then
     local hdr, recs = eparse(redis.call('HGET', ebucket(seq), efield(seq)) or nil)
@@ -1135,7 +1136,7 @@ local function rdel(e, slot)
   if i then table.remove(e.recs, i); e.dirty = true end
 end
 local function eflush()
-  for seq, e in pairs(EC) do
+  for seq, e in pairs(EC or {}) do
     if e.dirty then
       if #e.recs == 0 then
         redis.call('HDEL', ebucket(seq), efield(seq))
@@ -1146,21 +1147,26 @@ local function eflush()
       end
     end
   end
-  EC = {}
+  EC = nil
 end
 
 -- Counter deltas (held, orphans, non-device) per slot (CNT), flushed at the end.
 local function cnt_add(kind, slot, d)
-  if d ~= 0 then CNT[kind][slot] = (CNT[kind][slot] or 0) + d end
+  if d ~= 0 then
+    if not CNT then CNT = {h = {}, o = {}, n = {}} end
+    CNT[kind][slot] = (CNT[kind][slot] or 0) + d
+  end
 end
 local function cnt_flush()
-  for slot, d in pairs(CNT.h) do if d ~= 0 then redis.call('HINCRBY', K_SC, 'h' .. slot, d) end end
-  for kind, key in pairs({o = K_ORPH, n = K_ND}) do
-    for slot, d in pairs(CNT[kind]) do
-      if d ~= 0 and redis.call('HINCRBY', key, slot, d) == 0 then redis.call('HDEL', key, slot) end
+  if not CNT then return end
+  for slot, d in pairs(CNT.h) do if d ~= 0 then redis.call('HINCRBY', K_SC, 'h' .. slot, istr(d)) end end
+  for _, kk in ipairs({{'o', K_ORPH}, {'n', K_ND}}) do
+    for slot, d in pairs(CNT[kk[1]]) do
+      local f = istr(slot)
+      if d ~= 0 and redis.call('HINCRBY', kk[2], f, istr(d)) == 0 then redis.call('HDEL', kk[2], f) end
     end
   end
-  CNT = {h = {}, o = {}, n = {}}
+  CNT = nil
 end
 
 -- reclaim: bounded deferred deletion of dead slots' entries, then expired soft entries.

@@ -97,6 +97,9 @@ local chosen, shit, fast                 -- roster index (-1 none), session hit,
 local CREASON           -- evaluate: CREASON[i] candidate i's filter reason ('' eligible); nil when no filter applies
 local reasons, rorder   -- evaluate: reason -> count, reasons in first-seen order
 local COSTS, CIDX, TIES -- evaluate: eligible costs and their candidates (softmax), or the tied minima
+-- NONE: the empty value of reasons, rorder, COSTS and CIDX until a call fills them (never written: a route
+-- decided by choose_fast makes none of those four tables).
+local NONE = {}
 local CCOST, CCRED      -- evaluate (explain, softmax): every candidate's cost and credit
 local PSIZE, PG         -- explain: page size (nil: none); explain_page: the page {a, b (roster indices), min (minPrefill)}
 
@@ -125,7 +128,7 @@ local function reset_state()
   required, TC, FAST, nexta, na, allowed, excluded = nil, nil, nil, nil, nil, nil, nil
   seen, DEAD, HB, HO, widf, LV, lvstamp, MN, TK = nil, nil, nil, nil, nil, nil, nil, nil, nil
   minPrefill, UNI, chosen, shit, fast = 0, nil, -1, false, false
-  CREASON, reasons, rorder, COSTS, CIDX, TIES, CCOST, CCRED = nil, {}, {}, {}, {}, nil, nil, nil
+  CREASON, reasons, rorder, COSTS, CIDX, TIES, CCOST, CCRED = nil, NONE, NONE, NONE, NONE, nil, nil, nil
 end
 
 -- validate_route: memory_route.go validateRoute's checks against the pool (the others are done in Go):
@@ -834,6 +837,7 @@ local function pick(cs, T, r)
 end
 -- count_reason counts one candidate filtered for reason (reasons, rorder: first-seen order).
 local function count_reason(reason)
+  if reasons == NONE then reasons, rorder = {}, {} end
   if not reasons[reason] then reasons[reason] = 0; rorder[#rorder + 1] = reason end
   reasons[reason] = reasons[reason] + 1
 end
@@ -848,6 +852,7 @@ end
 --   - otherwise every eligible cost goes to COSTS/CIDX for the softmax (and CCOST/CCRED keep every
 --     candidate's terms for explain).
 local function evaluate(c)
+  COSTS, CIDX = {}, {}
   if getmetatable(LV) then full_loads() end
   if getmetatable(MN) then MN = rcol(ROFF.MNBT, 'd', 8) end
   if getmetatable(TK) then TK = rcol(ROFF.TKV, 'd', 8) end

@@ -35,7 +35,8 @@ dir=${OUT_DIR:-$(mktemp -d /tmp/redis-instr.XXXXXX)}
 mkdir -p "$dir"
 cleanup() { redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true; }
 trap cleanup EXIT
-wait_up() { for _ in $(seq 600); do redis-cli -p "$port" ping >/dev/null 2>&1 && return 0; sleep 0.5; done; return 1; }
+# wait_up: until the server answers PONG (not LOADING: the valgrind server loads the RDB slowly).
+wait_up() { for _ in $(seq 1200); do [[ $(redis-cli -p "$port" ping 2>/dev/null) == PONG ]] && return 0; sleep 0.5; done; echo "redis-instr: server on $port not up" >&2; return 1; }
 bench() { "$1" bench route --store "redis://127.0.0.1:$port" --prefix instr: --clients 1 --repeat 1 --calibrate 0 --routes "$2" "${@:3}"; }
 
 "$srv" --port "$port" --save '' --appendonly no --daemonize yes --dir "$dir" --logfile "$dir/load.log"
@@ -51,14 +52,15 @@ pid=$(redis-cli -p "$port" info server | tr -d '\r' | awk -F: '$1 == "process_id
 echo "callgrind files in $dir (redis pid $pid)"
 for r in $(seq "$rounds"); do
   for k in "$a" "$b"; do
-    bench "$k" 200 "$@" >/dev/null 2>&1
+    bench "$k" 200 "$@" >/dev/null 2>"$dir/warm.err" || { echo "redis-instr: warm-up with $k failed:" >&2; tail -3 "$dir/warm.err" >&2; exit 1; }
     callgrind_control -z "$pid" >/dev/null 2>&1
     callgrind_control -i on "$pid" >/dev/null 2>&1
     bench "$k" "$n" "$@" >"$dir/bench-$r-$(basename "$k").json" 2>/dev/null
     callgrind_control -i off "$pid" >/dev/null 2>&1
-    before=$(ls "$dir"/cg."$pid".* 2>/dev/null | wc -l)
+    dumps() { { compgen -G "$dir/cg.$pid.*" || true; } | wc -l; }   # the dumps so far (cg.PID.1, .2, …)
+    before=$(dumps)
     callgrind_control -d "$pid" >/dev/null 2>&1
-    for _ in $(seq 100); do [[ $(ls "$dir"/cg."$pid".* 2>/dev/null | wc -l) -gt $before ]] && break; sleep 0.2; done
+    for _ in $(seq 100); do (($(dumps) > before)) && break; sleep 0.2; done
     f=$(ls -t "$dir"/cg."$pid".* | head -1)
     total=$(callgrind_annotate "$f" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
     echo "round $r $k: $((total / n)) instructions per decision ($f)"
