@@ -23,7 +23,7 @@
 --   6 fence   HASH   "e"..rid epoch, "i"..rid last event id (20 zero-padded digits), "g"..rid degraded
 --   7 sc      HASH   counters: "slot", "rid", "sgen", "rc" and "rs" (reclaim: bucket and HSCAN cursor), "h"..slot held blocks, "rv" the
 --                    roster's stamp (see ros), "rvn" its counter, "rcid" roster chunk ids, "lvs" the loads'
---                    stamp (lv_touch), "lvn" its counter
+--                    stamp, a counter (lv_touch; "lvn" is a stale field of builds before 2026-12-02)
 --   8 orph    HASH   slot -> held blocks whose parent is not held (only non-zero entries)
 --   9 nd      HASH   slot -> held blocks without the device tier (only non-zero entries)
 --  10 dead    LIST   index slots awaiting incremental reclamation
@@ -700,7 +700,7 @@ local function rid_locate(rid, hint)
   return rid_index(rid)
 end
 -- Loads memo (MEMO.lv): route's parsed loads column (LV: 3 numbers per candidate), kept across calls under
--- a loads stamp: the per-pool counter sc 'lvn', one HINCRBY per writing call. Every call that writes loads
+-- a loads stamp: the per-pool counter sc 'lvs', one HINCRBY per writing call. Every call that writes loads
 -- first calls lv_touch, which takes a NEW stamp before any write (a call aborted later leaves a stamp no
 -- memo has) and moves the memo, if this node holds one for the old stamp (the new one − 1), to the new
 -- stamp; the call then applies each write to the memo too (lv_set), with the very numbers it writes to
@@ -708,8 +708,11 @@ end
 -- the whole column: ~500 µs at 4,096 ranks). Roster changes (roster_replace) drop the memo.
 -- Never reused: a counter that starts (HINCRBY answers 1: a new pool, or one deleted and recreated, or a
 -- flushed server) is moved to the server's TIME in µs, above every stamp an earlier pool of that name took
--- (a call takes more than 1 µs, so no counter outruns the clock). The stamp was TIME ‖ counter in field
--- 'lvs', written with HGET + TIME + HINCRBY + HSET on every writing call; now HINCRBY + HDEL.
+-- (a call takes more than 1 µs, so no counter outruns the clock). Until 2026-12-02 'lvs' held TIME ‖ a
+-- counter (e.g. '1764657600.123456.45', written with HGET + TIME + HINCRBY + HSET on every writing call); such a value
+-- is not an integer, so HINCRBY refuses it (redis.pcall) and the counter restarts at TIME µs the same way.
+-- Routers of that build, still running in a rolling upgrade, read 'lvs' as their stamp too: every write of
+-- this build changes it, so their memos miss, and theirs are never integers, so this build's miss too.
 -- MEMO.lv: loads key -> {n = stamp, m = column}, one entry per pool (MEMO.n_lv of them).
 local function lv_memo_set(e)
   local had = MEMO.lv[K_LD] ~= nil
@@ -723,14 +726,11 @@ local function lv_memo_set(e)
 end
 local function lv_touch()
   if LVW ~= nil then return LVW end
-  local n = redis.call('HINCRBY', K_SC, 'lvn', '1')
-  -- Routers of an earlier build (the same layout) stamp and check the loads by field 'lvs', not 'lvn':
-  -- deleting it makes their memos miss after this write, so a rolling upgrade never serves them stale loads.
-  redis.call('HDEL', K_SC, 'lvs')
-  if n == 1 then
+  local n = redis.pcall('HINCRBY', K_SC, 'lvs', '1')
+  if type(n) ~= 'number' or n == 1 then
     local t = redis.call('TIME')
     n = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    redis.call('HSET', K_SC, 'lvn', string.format('%.0f', n))
+    redis.call('HSET', K_SC, 'lvs', string.format('%.0f', n))
   end
   local e = MEMO.lv[K_LD]
   local m = e and e.n == n - 1 and e.m or false
@@ -740,7 +740,7 @@ local function lv_touch()
 end
 -- lv_memo_get returns the memoized loads column for the current stamp (size 3·n) or nil, and the stamp.
 local function lv_memo_get(n)
-  local stamp = tonumber(redis.call('HGET', K_SC, 'lvn') or '')
+  local stamp = tonumber(redis.call('HGET', K_SC, 'lvs') or '')
   if not stamp then return nil, nil end
   local e = MEMO.lv[K_LD]
   if e and e.n == stamp and #e.m == 3 * n then return e.m, stamp end
