@@ -108,7 +108,7 @@ local function gkb(slot, b)
   local t = GK[slot]
   if not t then t = {}; GK[slot] = t end
   local k = t[b]
-  if not k then k = K_G .. slot .. ':' .. b; t[b] = k end
+  if not k then k = K_G .. istr(slot) .. ':' .. istr(b); t[b] = k end
   return k
 end
 local function gget(slot, engine)
@@ -338,7 +338,8 @@ local F, Fdirty = {}, {}
 local function fget(rid)
   local f = F[rid]
   if not f then
-    local v = redis.call('HMGET', K_FENCE, 'e' .. rid, 'i' .. rid, 'g' .. rid)
+    local r = istr(rid)
+    local v = redis.call('HMGET', K_FENCE, 'e' .. r, 'i' .. r, 'g' .. r)
     work = work + 2   -- the read and the write back
     f = {v[1] or '', v[2] or false, v[3] == '1'}
     F[rid] = f
@@ -470,11 +471,11 @@ eflush_raw()
 cnt_flush()
 for rid in pairs(Fdirty) do
   local f = F[rid]
-  local g = f[3] and '1' or '0'
-  if f[2] then redis.call('HSET', K_FENCE, 'e' .. rid, f[1], 'g' .. rid, g, 'i' .. rid, f[2])
+  local g, r = f[3] and '1' or '0', istr(rid)
+  if f[2] then redis.call('HSET', K_FENCE, 'e' .. r, f[1], 'g' .. r, g, 'i' .. r, f[2])
   else
-    redis.call('HSET', K_FENCE, 'e' .. rid, f[1], 'g' .. rid, g)
-    redis.call('HDEL', K_FENCE, 'i' .. rid)
+    redis.call('HSET', K_FENCE, 'e' .. r, f[1], 'g' .. r, g)
+    redis.call('HDEL', K_FENCE, 'i' .. r)
   end
 end
 if wdirty then

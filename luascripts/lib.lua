@@ -98,6 +98,28 @@ local function pool_check()
   return {'unknown_pool'}
 end
 
+-- istr: the decimal string of integer n, memoized across calls for the small non-negative integers
+-- redis.call arguments mostly are (byte offsets into a loads chunk, lz ranks) and key or
+-- field names are built of (bucket numbers, slots, rank ids): a Lua number passed to
+-- redis.call is formatted by Redis with snprintf("%.17g"), ~2.3 k instructions each (callgrind, Redis
+-- 7.0), and Lua's own number-to-string (`..` with a number, tostring) is sprintf("%.14g"), ~1.5-2 k; a
+-- memoized string costs one table lookup. Bounded: integers from 0 to ISTR_MAX only.
+local ISTR, ISTR_MAX = {}, 65535
+local function istr(n)
+  local s = ISTR[n]
+  if s then return s end
+  s = string.format('%d', n)
+  if n >= 0 and n <= ISTR_MAX then ISTR[n] = s end
+  return s
+end
+-- num: x as a redis.call argument: its decimal string when x is an integer (istr; '%d' formats integers
+-- without the float formatter), else x itself (Redis's "%.17g": exact for every double). Either way Redis
+-- parses the same double (−0 is left to Redis: '%d' would drop its sign).
+local function num(x)
+  if x == math.floor(x) and x > -2 ^ 53 and x < 2 ^ 53 and (x ~= 0 or 1 / x > 0) then return istr(x) end
+  return x
+end
+
 -- NB_E: 16384 event buckets keep each listpack near 61 entries at 1 M entries (every HGET scans its bucket
 -- linearly): ~15-20 % less Redis time per route decision than 4096 (~245 entries) for +1.3 B per entry.
 local NB_E, NB_G, NB_S = 16384, 256, 1024
@@ -107,9 +129,9 @@ local SESS_SWEEP = 32          -- expired idle session bindings reclaimed per ro
 local SESS_CAP = 262144        -- live session bindings per pool (statestore.MaxSessionsPerPool)
 local RESCORE_TICK = 32        -- lz members rescored by a writing call's LZ.tick (~0.05 ms at 4,096 ranks)
 
-local function ebucket(seq) local a, b = string.byte(seq, 7, 8); return K_E .. ((a * 256 + b) % NB_E) end
-local function sbucket(seq) local a, b = string.byte(seq, 7, 8); return K_S .. ((a * 256 + b) % NB_S) end
-local function gkey(slot, engine) return K_G .. slot .. ':' .. string.byte(engine, 8) end
+local function ebucket(seq) local a, b = string.byte(seq, 7, 8); return K_E .. istr((a * 256 + b) % NB_E) end
+local function sbucket(seq) local a, b = string.byte(seq, 7, 8); return K_S .. istr((a * 256 + b) % NB_S) end
+local function gkey(slot, engine) return K_G .. istr(slot) .. ':' .. istr(string.byte(engine, 8)) end
 -- Fields drop the hash's last byte, which the bucket number already fixes (e: its low 14 bits select the
 -- bucket; g: its last byte does), so a field is 7 bytes and still unique within its bucket.
 local function efield(seq) return string.sub(seq, 1, 7) end
@@ -128,26 +150,6 @@ local CFG_FMT = nil
 -- MEMO.cfg: cfg 'bin' -> knobs table; MEMO.ros: roster stamp -> parsed directory (ros()); MEMO.n_*: sizes.
 -- MEMO.ch: (chunk key, era) -> parsed roster chunk (rch), cap_ch entries (a deleted chunk's entry is dropped).
 local MEMO = {cap = 64, cfg = {}, n_cfg = 0, ros = {}, n_ros = 0, lv = {}, n_lv = 0, ch = {}, n_ch = 0, cap_ch = 4096}
-
--- istr: the decimal string of integer n, memoized across calls for the small non-negative integers
--- redis.call arguments mostly are (byte offsets into a loads chunk, lz ranks): a Lua number passed to
--- redis.call is formatted by Redis with snprintf("%.17g"), ~2.3 k instructions each (callgrind, Redis
--- 7.0), a memoized string costs one table lookup. Bounded: integers from 0 to ISTR_MAX only.
-local ISTR, ISTR_MAX = {}, 65535
-local function istr(n)
-  local s = ISTR[n]
-  if s then return s end
-  s = string.format('%d', n)
-  if n >= 0 and n <= ISTR_MAX then ISTR[n] = s end
-  return s
-end
--- num: x as a redis.call argument: its decimal string when x is an integer (istr; '%d' formats integers
--- without the float formatter), else x itself (Redis's "%.17g": exact for every double). Either way Redis
--- parses the same double (−0 is left to Redis: '%d' would drop its sign).
-local function num(x)
-  if x == math.floor(x) and x > -2 ^ 53 and x < 2 ^ 53 and (x ~= 0 or 1 / x > 0) then return istr(x) end
-  return x
-end
 
 -- cfg_parse returns the knobs packed in cfg field 'bin' (b) as a table by short name, memoized (MEMO.cfg).
 local function cfg_parse(b)
@@ -1159,7 +1161,7 @@ local function cnt_add(kind, slot, d)
 end
 local function cnt_flush()
   if not CNT then return end
-  for slot, d in pairs(CNT.h) do if d ~= 0 then redis.call('HINCRBY', K_SC, 'h' .. slot, istr(d)) end end
+  for slot, d in pairs(CNT.h) do if d ~= 0 then redis.call('HINCRBY', K_SC, 'h' .. istr(slot), istr(d)) end end
   for _, kk in ipairs({{'o', K_ORPH}, {'n', K_ND}}) do
     for slot, d in pairs(CNT[kk[1]]) do
       local f = istr(slot)
