@@ -218,8 +218,9 @@ end
 
 -- rstore_core: memory's rankIndex.store on the raw entry, without the engine map and the parent's child
 -- count; returns 0 (already held in that tier), 1 (a tier added to a held block) or 2 (the block became
--- held: its parent gains a held child).
-local function rstore_core(key4, seq, phdr, tier, bt)
+-- held: its parent gains a held child). extra (0 or 1): held children the record gains in the same write
+-- (store_event's fast path: the next block just became held), so the entry is rebuilt once, not twice.
+local function rstore_core(key4, seq, phdr, tier, bt, extra)
   local s = eraw(seq)
   local p = rpos(s, key4)
   local c = 0
@@ -227,14 +228,17 @@ local function rstore_core(key4, seq, phdr, tier, bt)
     local t
     t, c = rget(s, p)
     if t ~= 0 then
-      if band(t, bt) ~= 0 then return 0 end
-      eput(seq, rset(s, p, bor(t, bt), c))
+      if band(t, bt) ~= 0 then
+        if extra ~= 0 then eput(seq, rset(s, p, t, c + extra)) end
+        return 0
+      end
+      eput(seq, rset(s, p, bor(t, bt), c + extra))
       if band(t, 1) == 0 and tier == 0 then dn = dn - 1 end
       return 1
     end
-    eput(seq, phdr .. sub(rset(s, p, bt, c), FIRST))
+    eput(seq, phdr .. sub(rset(s, p, bt, c + extra), FIRST))
   else
-    eput(seq, phdr .. sub(s, FIRST) .. key4 .. spack(WORD_FMT, bt))
+    eput(seq, phdr .. sub(s, FIRST) .. key4 .. spack(WORD_FMT, extra * TIERS + bt))
   end
   dh = dh + 1
   if tier ~= 0 then dn = dn + 1 end
@@ -263,7 +267,7 @@ local function store_event(slot, blocks, parent, ischild, tier)
     for j = 1, nb do
       local seq = seqs[j]
       gset_at(slot, blocks, j * 16 - 15, seq)
-      local st = rstore_core(key4, seq, parent .. (ischild and '\1' or '\0'), tier, bt)
+      local st = rstore_core(key4, seq, parent .. (ischild and '\1' or '\0'), tier, bt, 0)
       if st > 0 then sb = sb + 1 end
       if st == 2 and ischild then parent_child(parent, key4, 1) end
       parent, ischild = seq, true
@@ -294,13 +298,7 @@ local function store_event(slot, blocks, parent, ischild, tier)
     if not st then
       local phdr
       if j == 1 then phdr = parent .. (ischild and '\1' or '\0') else phdr = seqs[j - 1] .. '\1' end
-      st = rstore_core(key4, seq, phdr, tier, bt)
-      if inc then
-        local s = E[seq]
-        local p = rpos(s, key4)
-        local t, c = rget(s, p)
-        eput(seq, rset(s, p, t, c + 1))
-      end
+      st = rstore_core(key4, seq, phdr, tier, bt, inc and 1 or 0)
     end
     if st > 0 then sb = sb + 1 end
     inc = st == 2
