@@ -136,16 +136,20 @@ local function gset_at(slot, s, off, seq)
   d[string.sub(s, off, off + 6)] = seq
 end
 local function gset(slot, engine, seq) gset_at(slot, engine, 1, seq) end
+-- gflush: one HSET (and one HDEL) per bucket, 256 fields a command at most. The argument lists are two
+-- tables reused for every bucket (filled to ns/nd, unpack with an explicit end), not two new tables per
+-- bucket: a batch of new chains touches about one bucket per block.
 local function gflush()
+  local sets, dels = {}, {}
   for k, m in pairs(GW) do
-    local sets, dels = {}, {}
+    local ns, nd = 0, 0
     for f, seq in pairs(m) do
-      if seq then sets[#sets + 1] = f; sets[#sets + 1] = seq else dels[#dels + 1] = f end
-      if #sets >= 512 then redis.call('HSET', k, unpack(sets)); sets = {} end
-      if #dels >= 256 then redis.call('HDEL', k, unpack(dels)); dels = {} end
+      if seq then sets[ns + 1] = f; sets[ns + 2] = seq; ns = ns + 2 else nd = nd + 1; dels[nd] = f end
+      if ns >= 512 then redis.call('HSET', k, unpack(sets, 1, ns)); ns = 0 end
+      if nd >= 256 then redis.call('HDEL', k, unpack(dels, 1, nd)); nd = 0 end
     end
-    if #sets > 0 then redis.call('HSET', k, unpack(sets)) end
-    if #dels > 0 then redis.call('HDEL', k, unpack(dels)) end
+    if ns > 0 then redis.call('HSET', k, unpack(sets, 1, ns)) end
+    if nd > 0 then redis.call('HDEL', k, unpack(dels, 1, nd)) end
   end
 end
 
