@@ -284,7 +284,7 @@ local function ros()
     local stamp = redis.call('HGET', K_SC, 'rv')
     local key = nil
     if stamp then
-      key = K_ROSTER .. '\0' .. stamp .. '\0' .. redis.call('STRLEN', K_ROSTER)
+      key = K_ROSTER .. '\0' .. stamp .. '\0' .. istr(redis.call('STRLEN', K_ROSTER))
       ROS = MEMO.ros[key]
       if ROS then return ROS end
     end
@@ -905,7 +905,7 @@ local function dir_publish(R)
   local stamp = new_stamp()
   redis.call('HSET', K_SC, 'rv', stamp)
   ROS = R
-  ros_memo(K_ROSTER .. '\0' .. stamp .. '\0' .. #R.ds, R)
+  ros_memo(K_ROSTER .. '\0' .. stamp .. '\0' .. istr(#R.ds), R)
 end
 -- dir_splice writes the directory of R with its chunks a..b (b = a - 1: none) replaced by list (new
 -- chunks {cid, n, fw, C} in order): unchanged entries are copied as byte ranges of the old directory
@@ -1225,7 +1225,7 @@ local function reclaim(now, budget, softn)
   end
   eflush()
   if softn > 0 then
-    local due = redis.call('ZRANGEBYSCORE', K_SX, '-inf', now, 'LIMIT', 0, softn)
+    local due = redis.call('ZRANGEBYSCORE', K_SX, '-inf', num(now), 'LIMIT', '0', istr(softn))
     for _, m in ipairs(due) do
       local seq, slot = string.sub(m, 1, 8), struct.unpack('>I4', m, 9)
       local b = sbucket(seq)
@@ -1246,7 +1246,7 @@ end
 -- sweep_sessions deletes up to SESS_SWEEP idle session bindings expired at now under ttl ms (memory:
 -- sweepSessions). Lookups already ignore expired bindings; this only reclaims their memory.
 local function sweep_sessions(now, ttl)
-  local due = redis.call('ZRANGEBYSCORE', K_SY, '-inf', now - ttl, 'LIMIT', 0, SESS_SWEEP)
+  local due = redis.call('ZRANGEBYSCORE', K_SY, '-inf', num(now - ttl), 'LIMIT', '0', istr(SESS_SWEEP))
   for _, id in ipairs(due) do
     local sp = redis.call('HGET', K_SS, id)
     if sp then

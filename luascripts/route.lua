@@ -372,7 +372,7 @@ local function new_route_filter(ARGV)
   if cfg.wttl > 0 then
     if FAST then
       DEAD = {}
-      for _, wid in ipairs(redis.call('ZRANGEBYSCORE', K_SZ, '-inf', now - cfg.wttl)) do DEAD[wid] = true end
+      for _, wid in ipairs(redis.call('ZRANGEBYSCORE', K_SZ, '-inf', num(now - cfg.wttl))) do DEAD[wid] = true end
     elseif PG then   -- a page: its workers' entries only (a multi-rank worker's id repeats: harmless)
       seen = {}
       local ids = {}
