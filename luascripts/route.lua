@@ -65,8 +65,6 @@
 
 -- The event entry codec's offsets (lib.lua ENT) as locals: event_tiers reads them once per probe.
 local E_FIRST, E_REC, E_TIER_BYTE, E_TIERS = ENT.FIRST, ENT.REC, ENT.TIER_BYTE, ENT.TIERS
--- BUCKET_NAME[n]: tostring(n) for event bucket numbers, kept across calls (event_entry).
-local BUCKET_NAME = {}
 
 -- Per-call state: the request (read_request), then what the steps of the main sequence set (reset_state
 -- clears it first: nothing survives from one call to the next).
@@ -152,17 +150,13 @@ end
 
 -- event_entry: memory_overlap.go eventHolders.get: the raw event entry at query position i ('' none; lib.lua
 -- ENT), memoized in ER. Its bucket and field come straight from the query blob (ebucket/efield without
--- slicing the hash); the bucket number's decimal name is memoized across calls (BUCKET_NAME: Lua formats
--- a number with sprintf, ~1.5 k instructions; at most NB_E names, the same for every pool).
+-- slicing the hash); the bucket number's decimal name is lib.lua's istr (memoized across calls).
 local function event_entry(i)
   local s = ER[i]
   if not s then
     local o = i * SEQ_LEN
     local a, b = string.byte(seqs, o + SEQ_LEN - 1, o + SEQ_LEN)
-    local n = (a * 256 + b) % NB_E
-    local name = BUCKET_NAME[n]
-    if not name then name = tostring(n); BUCKET_NAME[n] = name end
-    s = redis.call('HGET', K_E .. name, string.sub(seqs, o + 1, o + SEQ_LEN - 1)) or ''
+    s = redis.call('HGET', K_E .. istr((a * 256 + b) % NB_E), string.sub(seqs, o + 1, o + SEQ_LEN - 1)) or ''
     ER[i] = s
   end
   return s
