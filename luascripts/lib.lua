@@ -749,24 +749,6 @@ local function lv_memo_get(n)
   return nil, stamp
 end
 local function lv_memo_put(stamp, m) lv_memo_set({n = stamp, m = m}) end
--- lv_all returns every candidate's loads as one string (24 bytes each, candidate order): one MGET per 256
--- chunks; a missing or mis-sized chunk reads as zero loads.
-local function lv_all()
-  local R = ros()
-  local parts = {}
-  for from = 1, R.k, 256 do
-    local to = math.min(R.k, from + 255)
-    local keys = {}
-    for c = from, to do keys[#keys + 1] = K_LD .. ':' .. R.cid[c] end
-    local got = redis.call('MGET', unpack(keys))
-    for c = from, to do
-      local v = got[c - from + 1]
-      if not v or #v ~= 24 * R.cn[c] then v = string.rep(zl(), R.cn[c]) end
-      parts[c] = v
-    end
-  end
-  return table.concat(parts)
-end
 -- lv_ckey returns the loads key of roster chunk c (memoized in the parsed roster: R.lk).
 local function lv_ckey(c)
   local R = ROS
@@ -775,6 +757,24 @@ local function lv_ckey(c)
   local k = lk[c]
   if not k then k = K_LD .. ':' .. R.cid[c]; lk[c] = k end
   return k
+end
+-- lv_all returns every candidate's loads as one string (24 bytes each, candidate order): one MGET per 256
+-- chunks; a missing or mis-sized chunk reads as zero loads.
+local function lv_all()
+  local R = ros()
+  local parts = {}
+  for from = 1, R.k, 256 do
+    local to = math.min(R.k, from + 255)
+    local keys = {}
+    for c = from, to do keys[#keys + 1] = lv_ckey(c) end
+    local got = redis.call('MGET', unpack(keys))
+    for c = from, to do
+      local v = got[c - from + 1]
+      if not v or #v ~= 24 * R.cn[c] then v = string.rep(zl(), R.cn[c]) end
+      parts[c] = v
+    end
+  end
+  return table.concat(parts)
 end
 -- lv_at returns the loads key of candidate i and the first and last byte offsets of its 24 bytes there,
 -- as strings (istr).

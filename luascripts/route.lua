@@ -438,7 +438,7 @@ local function page_loads()
   while i <= PG.b do
     local c, j = rloc(i)
     local k = math.min(R.cn[c] - j + 1, PG.b - i + 1)   -- the page's candidates in chunk c
-    local s = redis.call('GETRANGE', K_LD .. ':' .. R.cid[c], (j - 1) * 24, (j - 1 + k) * 24 - 1)
+    local s = redis.call('GETRANGE', lv_ckey(c), istr((j - 1) * 24), istr((j - 1 + k) * 24 - 1))
     local v = #s == 24 * k and bulk_unpack(s, 1, k, 'ddd', 3, 0) or nil
     for t = 1, 3 * k do LV[3 * (i - 1) + t] = v and v[t] or 0 end
     i = i + k

@@ -86,7 +86,7 @@ while i < lo + nr do
   local C = rch(c)
   local m = math.min(C.n - j + 1, lo + nr - i)   -- candidates of the page in this chunk
   recs[#recs + 1] = string.sub(C.s, C.rb + (j - 1) * RW, C.rb + (j - 1 + m) * RW - 1)
-  local v = redis.call('GETRANGE', K_LD .. ':' .. R.cid[c], (j - 1) * 24, (j - 1 + m) * 24 - 1)
+  local v = redis.call('GETRANGE', lv_ckey(c), istr((j - 1) * 24), istr((j - 1 + m) * 24 - 1))
   if #v ~= m * 24 then v = string.rep(zl(), m) end   -- a missing loads chunk reads as zero loads
   loads[#loads + 1] = v
   i = i + m

@@ -13,8 +13,8 @@
 # fills its memos), then DECISIONS sequential decisions (default 1000; 1 client, done after each) with
 # instrumentation on. Printed: the instructions Redis executed per decision, for each run. Client work is
 # not counted (another process); the kernel's socket work is not either (callgrind counts user space).
-# Between runs the pool's leases are checked to be gone: a run that left leases (--no-done) would make the
-# next one release them (load-dependent state), so the script refuses --no-done.
+# It refuses --no-done: a run that leaves leases makes the next run release them when they expire, so the
+# two builds would not see the same state.
 # REDIS_SERVER (default redis-server) picks the binary: Debian's works for totals; for attribution per C
 # function build Redis from source with symbols (apt-get source redis; make) and read the kept callgrind
 # files ($OUT_DIR, printed) with callgrind_annotate --inclusive=yes.
@@ -50,6 +50,7 @@ valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$dir/cg.%p" \
 wait_up
 pid=$(redis-cli -p "$port" info server | tr -d '\r' | awk -F: '$1 == "process_id" {print $2}')
 echo "callgrind files in $dir (redis pid $pid)"
+dumps() { { compgen -G "$dir/cg.$pid.*" || true; } | wc -l; }   # the dumps so far (cg.PID.1, .2, …)
 for r in $(seq "$rounds"); do
   for k in "$a" "$b"; do
     bench "$k" 200 "$@" >/dev/null 2>"$dir/warm.err" || { echo "redis-instr: warm-up with $k failed:" >&2; tail -3 "$dir/warm.err" >&2; exit 1; }
@@ -57,7 +58,6 @@ for r in $(seq "$rounds"); do
     callgrind_control -i on "$pid" >/dev/null 2>&1
     bench "$k" "$n" "$@" >"$dir/bench-$r-$(basename "$k").json" 2>/dev/null
     callgrind_control -i off "$pid" >/dev/null 2>&1
-    dumps() { { compgen -G "$dir/cg.$pid.*" || true; } | wc -l; }   # the dumps so far (cg.PID.1, .2, …)
     before=$(dumps)
     callgrind_control -d "$pid" >/dev/null 2>&1
     for _ in $(seq 100); do (($(dumps) > before)) && break; sleep 0.2; done
