@@ -17,7 +17,7 @@
 --                    roster" below for both encodings)
 --   3 wk      HASH   worker id -> cmsgpack {url, dp, tkv, mnbt, kve, rids{}, slots{}}
 --   4 seen    HASH   worker id -> last heartbeat/event, ms
---   5 lv:     prefix of the loads chunks lv:<cid>, STRING each: 24 bytes per candidate of roster chunk
+--   5 lv      prefix of the loads chunks lv:<cid>, STRING each: 24 bytes per candidate of roster chunk
 --                    <cid>, same order: prefill tokens, decode blocks, requests (f64 each; a rank id is
 --                    alive iff it is in the roster)
 --   6 fence   HASH   "e"..rid epoch, "i"..rid last event id (20 zero-padded digits), "g"..rid degraded
@@ -74,6 +74,7 @@ local ROS, EC, CNT   -- per-call caches (roster, event-index entries, counter de
 local LVW            -- this call's loads memo after its first loads write (lv_touch); false: none
 local LZC            -- this call's pool knobs for lz scores (LZ.knobs), nil until read
 local LZP            -- this call's pending knobs (cfg 'pbin': a rescoring under way), false: none, nil: unread
+local LVC            -- this call's loads chunks read through a partial loads memo (LV_PARTIAL), nil until then
 
 -- bind starts a call: the pool's key names (KEYS as statestore.PoolKeys builds them) and fresh caches.
 local function bind(keys)
@@ -83,7 +84,15 @@ local function bind(keys)
   K_HC, K_HU, K_SY, K_LZ, K_LC, K_SZ, K_LP, K_TC, K_LZN =
     keys[19], keys[20], keys[21], keys[22], keys[23], keys[24], keys[25], keys[26], keys[27]
   ROS, EC, CNT = nil, nil, nil   -- EC and CNT made on first use (most calls of route and done never do)
-  LVW, LZC, LZP = nil, nil, nil
+  LVW, LZC, LZP, LVC = nil, nil, nil, nil
+end
+
+-- keys_spread returns the full positional key list bind expects from an operation's own keys (luascripts
+-- Script.Keys): keys[j] goes to position pos[j], the other positions stay nil.
+local function keys_spread(keys, pos)
+  local t = {}
+  for j = 1, #pos do t[pos[j]] = keys[j] end
+  return t
 end
 
 -- layout_reply is the reply for a pool whose cfg records layout v (nil: none recorded).
@@ -246,8 +255,10 @@ local ZL = nil
 local function zl() if not ZL then ZL = string.rep('\0', 24) end return ZL end
 -- Roster stamp: every directory write also writes sc field 'rv' = a stamp unique to that content (TIME µs
 -- and the per-pool counter 'rvn', so a pool deleted and recreated, or a flushed server, never reuses one),
--- and ros() memoizes the parsed directory by key name + stamp + STRLEN: a route then reads the roster
--- with HGET + STRLEN, and after one registration re-reads only the chunks that changed.
+-- and ros() memoizes the parsed directory by key name + stamp: a route then reads the roster with one
+-- HGET, and after one registration re-reads only the chunks that changed. (Until 2026-12-02 the memo key also held STRLEN of the directory, one more call
+-- per operation: it guarded against builds from before the stamp, which wrote the directory without it;
+-- every layout-3 writer writes the stamp, and other layouts are refused by pool_check/cfg_get.)
 local function ros_memo(key, R)
   if MEMO.n_ros >= MEMO.cap then MEMO.ros, MEMO.n_ros = {}, 0 end
   MEMO.ros[key], MEMO.n_ros = R, MEMO.n_ros + 1
@@ -284,7 +295,7 @@ local function ros()
     local stamp = redis.call('HGET', K_SC, 'rv')
     local key = nil
     if stamp then
-      key = K_ROSTER .. '\0' .. stamp .. '\0' .. istr(redis.call('STRLEN', K_ROSTER))
+      key = K_ROSTER .. '\0' .. stamp
       ROS = MEMO.ros[key]
       if ROS then return ROS end
     end
@@ -715,7 +726,13 @@ end
 -- is not an integer, so HINCRBY refuses it (redis.pcall) and the counter restarts at TIME µs the same way.
 -- Routers of that build, still running in a rolling upgrade, read 'lvs' as their stamp too: every write of
 -- this build changes it, so their memos miss, and theirs are never integers, so this build's miss too.
--- MEMO.lv: loads key -> {n = stamp, m = column}, one entry per pool (MEMO.n_lv of them).
+-- A memo is whole (full: every candidate's three numbers, from lv_all) or partial (route's fast path: the
+-- candidates it read so far, each filled on first use by lv_fill from its loads chunk). A partial memo
+-- carried from call to call under consecutive stamps keeps the loads of the candidates decisions keep
+-- meeting (the holders of hot prefixes, the head of lz), so a steady-state route and done read none of
+-- them from Redis: each lv_set writes its exact numbers into the memo, and nothing else writes loads.
+-- MEMO.lv: loads key -> {n = stamp, m = column, N = candidates, full = true|nil}, one entry per pool
+-- (MEMO.n_lv of them).
 local function lv_memo_set(e)
   local had = MEMO.lv[K_LD] ~= nil
   if e and not had then
@@ -735,20 +752,26 @@ local function lv_touch()
     redis.call('HSET', K_SC, 'lvs', string.format('%.0f', n))
   end
   local e = MEMO.lv[K_LD]
-  local m = e and e.n == n - 1 and e.m or false
-  lv_memo_set(m and {n = n, m = m} or nil)
-  LVW = m
-  return m
+  if e and e.n == n - 1 then e.n = n; LVW = e.m   -- this call's writes keep it exact under the new stamp
+  else lv_memo_set(nil); LVW = false end
+  return LVW
 end
--- lv_memo_get returns the memoized loads column for the current stamp (size 3·n) or nil, and the stamp.
+-- lv_memo_get returns the loads memo entry for the current stamp and n candidates, or nil, and the stamp.
 local function lv_memo_get(n)
   local stamp = tonumber(redis.call('HGET', K_SC, 'lvs') or '')
   if not stamp then return nil, nil end
   local e = MEMO.lv[K_LD]
-  if e and e.n == stamp and #e.m == 3 * n then return e.m, stamp end
+  if e and e.n == stamp and e.N == n then return e, stamp end
   return nil, stamp
 end
-local function lv_memo_put(stamp, m) lv_memo_set({n = stamp, m = m}) end
+-- lv_memo_adopt installs memo entry e (made by this call under the current stamp): when this call has
+-- already taken its stamp (lv_touch), its later loads writes must reach e too, so e becomes LVW.
+local function lv_memo_adopt(e)
+  lv_memo_set(e)
+  if LVW ~= nil then LVW = e.m end
+end
+-- lv_memo_put memoizes m, the whole loads column of n candidates, under stamp.
+local function lv_memo_put(stamp, m, n) lv_memo_adopt({n = stamp, m = m, N = n, full = true}) end
 -- lv_ckey returns the loads key of roster chunk c (memoized in the parsed roster: R.lk).
 local function lv_ckey(c)
   local R = ROS
@@ -759,10 +782,11 @@ local function lv_ckey(c)
   return k
 end
 -- lv_all returns every candidate's loads as one string (24 bytes each, candidate order): one MGET per 256
--- chunks; a missing or mis-sized chunk reads as zero loads.
+-- chunks; a missing or mis-sized chunk reads as zero loads, and then the second result is false (those
+-- zeros are not lv's bytes, so they must not enter the loads memo: ld_add trusts its entries as bytes).
 local function lv_all()
   local R = ros()
-  local parts = {}
+  local parts, exact = {}, true
   for from = 1, R.k, 256 do
     local to = math.min(R.k, from + 255)
     local keys = {}
@@ -770,11 +794,11 @@ local function lv_all()
     local got = redis.call('MGET', unpack(keys))
     for c = from, to do
       local v = got[c - from + 1]
-      if not v or #v ~= 24 * R.cn[c] then v = string.rep(zl(), R.cn[c]) end
+      if not v or #v ~= 24 * R.cn[c] then v, exact = string.rep(zl(), R.cn[c]), false end
       parts[c] = v
     end
   end
-  return table.concat(parts)
+  return table.concat(parts), exact
 end
 -- lv_at returns the loads key of candidate i and the first and last byte offsets of its 24 bytes there,
 -- as strings (istr).
@@ -791,8 +815,30 @@ local function lv_from(i, cache)
   local s = cache[c]
   if not s then s = redis.call('GET', lv_ckey(c)) or ''; cache[c] = s end
   local o = (j - 1) * 24
-  if #s < o + 24 then return 0, 0, 0 end
-  return struct.unpack('>ddd', s, o + 1)
+  if #s < o + 24 then return 0, 0, 0, false end
+  local p, d, r = struct.unpack('>ddd', s, o + 1)
+  return p, d, r, true
+end
+-- LV_PARTIAL: the metatable of a partial loads memo: a missing entry j (candidate i's three numbers at
+-- 3i-2..3i) is read from i's loads chunk and kept, unless the chunk is too short to hold i (zero loads,
+-- read again on each use: ld_add treats that candidate as having no loads bytes).
+local LV_PARTIAL = {__index = function(t, j)
+  local i = math.floor((j + 2) / 3)
+  if not LVC then LVC = {} end
+  local p, d, r, held = lv_from(i, LVC)
+  if not held then return 0 end
+  t[3 * i - 2], t[3 * i - 1], t[3 * i] = p, d, r
+  return rawget(t, j)
+end}
+-- lv_partial returns the current stamp's loads memo column for n candidates (a new, empty partial one when
+-- there is none), read through LV_PARTIAL; nil when the pool has no loads stamp yet.
+local function lv_partial(e, stamp, n)
+  if not stamp then return nil end
+  if not e then
+    e = {n = stamp, m = setmetatable({}, LV_PARTIAL), N = n}
+    lv_memo_adopt(e)
+  end
+  return e.m
 end
 -- lv_set writes candidate i's loads (its chunk's loads string, and this call's memo) and moves its lz member
 -- to the new load (LZ.move: the load order is maintained here and nowhere else for loads changes). old: the
@@ -801,6 +847,10 @@ end
 local function lv_set(i, p, d, r, old, ck)
   local m = lv_touch()
   local k, from, to = lv_at(i)
+  if not old and m then   -- the memo's entries are lv's bytes exactly (filled only from them or by lv_set)
+    local p0 = rawget(m, 3 * i - 2)
+    if p0 then old = struct.pack('>ddd', p0, rawget(m, 3 * i - 1), rawget(m, 3 * i)) end
+  end
   old = old or redis.call('GETRANGE', k, from, to)
   local new = struct.pack('>ddd', p, d, r)
   redis.call('SETRANGE', k, from, new)
@@ -815,10 +865,15 @@ local function lv_replaced()
 end
 -- ld_add: add to one candidate's loads (prefill tokens, decode blocks, requests); ck as lv_set's.
 local function ld_add(i, a, b, c, ck)
+  local m = lv_touch()
+  local p = m and rawget(m, 3 * i - 2)
+  if p then   -- the memo holds i's loads (lv_set packs them back into lv's old bytes)
+    return lv_set(i, p + a, rawget(m, 3 * i - 1) + b, rawget(m, 3 * i) + c, nil, ck)
+  end
   local v = redis.call('GETRANGE', lv_at(i))
   if #v ~= 24 then return lv_set(i, a, b, c, v, ck) end
-  local p, d, r = struct.unpack('>ddd', v)
-  lv_set(i, p + a, d + b, r + c, v, ck)
+  local p0, d0, r0 = struct.unpack('>ddd', v)
+  lv_set(i, p0 + a, d0 + b, r0 + c, v, ck)
 end
 
 -- Roster writes. A candidate while rewriting: {slot, rid, rank, mnbt, tkv, kve, wid, url, loads (24 bytes)}.
@@ -905,7 +960,7 @@ local function dir_publish(R)
   local stamp = new_stamp()
   redis.call('HSET', K_SC, 'rv', stamp)
   ROS = R
-  ros_memo(K_ROSTER .. '\0' .. stamp .. '\0' .. istr(#R.ds), R)
+  ros_memo(K_ROSTER .. '\0' .. stamp, R)
 end
 -- dir_splice writes the directory of R with its chunks a..b (b = a - 1: none) replaced by list (new
 -- chunks {cid, n, fw, C} in order): unchanged entries are copied as byte ranges of the old directory

@@ -41,6 +41,11 @@ func Prelude() string {
 	return Knobs() + "\n" + string(lib)
 }
 
+// KeySuffixes are the suffixes of a pool's keys in the order of lib.lua's KEYS list (its header: KEYS 1
+// to 27; bind reads them by these positions). statestore.PoolKeys builds the names from them;
+// TestKeySuffixesMatchLib checks the order against lib.lua.
+var KeySuffixes = []string{"cfg", "ro", "wk", "seen", "lv", "fence", "sc", "orph", "nd", "dead", "ls", "lx", "ss", "sx", "e:", "g:", "s:", "wz", "hc", "hu", "sy", "lz", "lc", "sz", "lp", "tc", "lzn"}
+
 // Script is one atomic operation.
 type Script struct {
 	// Name is the file name without ".lua".
@@ -55,6 +60,42 @@ type Script struct {
 	// then created once, not on every call). Its top level may not call the standard library, which Redis
 	// 7.0 does not expose at load time.
 	Module bool
+	// Keys, when set, are the only pool keys (KeySuffixes names, in KeySuffixes order) the operation
+	// touches: the caller passes just those (KeyPositions), and the library's wrapper spreads them back to
+	// their lib.lua positions before the body runs (the others are nil there, so a body that used one
+	// would fail loudly). Redis builds one Lua string per key on every call (~1.2 k instructions each
+	// at a pool's key length: callgrind, Redis 7.0), so an operation on every decision's path that needs
+	// half the keys should not be sent all of them. Nil: every key.
+	Keys []string
+}
+
+// KeyPositions returns the 1-based lib.lua positions of s's keys (nil: every key, in order).
+func (s Script) KeyPositions() []int {
+	if s.Keys == nil {
+		return nil
+	}
+	pos := make([]int, 0, len(s.Keys))
+	for _, k := range s.Keys {
+		for i, name := range KeySuffixes {
+			if name == k {
+				pos = append(pos, i+1)
+			}
+		}
+	}
+	return pos
+}
+
+// keysPrologue is Lua run first in s's wrapper: KEYS as the full positional list bind expects.
+func (s Script) keysPrologue() string {
+	pos := s.KeyPositions()
+	if pos == nil {
+		return ""
+	}
+	idx := make([]string, len(pos))
+	for i, p := range pos {
+		idx[i] = fmt.Sprint(p)
+	}
+	return "KEYS = keys_spread(KEYS, {" + strings.Join(idx, ", ") + "})\n"
 }
 
 // Scripts are the operations, lib excluded.
@@ -62,7 +103,7 @@ var (
 	ApplyEvents    = Script{Name: "apply_events"}
 	ResolveParents = Script{Name: "resolve_parents", ReadOnly: true, Idempotent: true}
 	Route          = Script{Name: "route", Module: true}
-	Lease          = Script{Name: "lease"}
+	Lease          = Script{Name: "lease", Keys: []string{"cfg", "ro", "lv", "sc", "ls", "lx", "ss", "sy", "lz", "lc", "lp", "tc", "lzn"}}
 	PutPool        = Script{Name: "put_pool", Idempotent: true}
 	PutWorker      = Script{Name: "put_worker", Idempotent: true}
 	RemoveWorker   = Script{Name: "remove_worker"}
@@ -129,7 +170,7 @@ func Source(name string) (string, error) {
 	if s.Module {
 		return Prelude() + "\n" + WrapModule(body), nil
 	}
-	return Prelude() + "\n" + WrapBody(body), nil
+	return Prelude() + "\n" + WrapBody(s.keysPrologue()+body), nil
 }
 
 // WrapBody wraps an operation's file as the library does (a function of KEYS and ARGV, called once), so
@@ -160,7 +201,7 @@ func Library() (string, error) {
 		if s.Module {
 			fmt.Fprintf(&b, "local op_%s = (function()\n%s\nend)()\n", s.Name, body)
 		} else {
-			fmt.Fprintf(&b, "local function op_%s(KEYS, ARGV)\n%s\nend\n", s.Name, body)
+			fmt.Fprintf(&b, "local function op_%s(KEYS, ARGV)\n%s%s\nend\n", s.Name, s.keysPrologue(), body)
 		}
 		flags := "{}"
 		if s.ReadOnly {

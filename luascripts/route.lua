@@ -412,10 +412,10 @@ end
 -- until book.
 local function full_loads()
   if N > 0 then
-    local lvs = lv_all()
+    local lvs, exact = lv_all()
     if #lvs == 24 * N then
       LV = bulk_unpack(lvs, 1, N, 'ddd', 3, 0)
-      if lvstamp then lv_memo_put(lvstamp, LV) end
+      if lvstamp and exact then lv_memo_put(lvstamp, LV, N) end
       return
     end
   end
@@ -451,9 +451,13 @@ end
 -- read_loads: LV (the loads memo when fresh), and MN/TK, whole columns for the full scan, one record field
 -- on first use for the fast path and an explain page.
 local function read_loads()
-  LV, lvstamp = lv_memo_get(N)
+  local e
+  e, lvstamp = lv_memo_get(N)
+  LV = e and e.full and e.m
   if not LV then
-    if PG then page_loads() elseif FAST then lazy_loads() else full_loads() end
+    if PG then page_loads()
+    elseif FAST then LV = lv_partial(e, lvstamp, N); if not LV then lazy_loads() end
+    else full_loads() end
   end
   if FAST or PG then
     MN = (bpf > 0) and lazy_field(ROFF.MNBT) or nil

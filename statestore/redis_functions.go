@@ -58,7 +58,7 @@ func (r *Redis) LoadLibrary(ctx context.Context) error {
 
 // call sends one operation: FCALL of its function, or the RouteScript override's EVALSHA.
 func (r *Redis) call(ctx context.Context, s luascripts.Script, keys, args []string) rueidis.RedisResult {
-	if s == luascripts.Route && r.route != nil {
+	if s.Name == luascripts.Route.Name && r.route != nil {
 		return r.route.Exec(ctx, r.c, keys, args)
 	}
 	if s.ReadOnly {
@@ -71,7 +71,7 @@ func (r *Redis) call(ctx context.Context, s luascripts.Script, keys, args []stri
 // function did not run). A connection error is retried once only for idempotent operations: a lost reply
 // may hide an applied booking. A {'layout_mismatch', found} reply becomes a *LayoutMismatchError.
 func (r *Redis) exec(ctx context.Context, s luascripts.Script, pool string, args []string) ([]rueidis.RedisMessage, error) {
-	keys := PoolKeys(r.prefix, pool)
+	keys := scriptKeys(s, r.prefix, pool)
 	arr, err := r.call(ctx, s, keys, args).ToArray()
 	retried, loaded := false, false
 	for err != nil && ctx.Err() == nil {

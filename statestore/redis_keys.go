@@ -3,6 +3,8 @@ package statestore
 import (
 	"encoding/hex"
 	"strings"
+
+	"github.com/kvrouter/kvrouter/luascripts"
 )
 
 // Redis key layout. Every key of a pool carries the same hash tag, so every script touches one cluster
@@ -12,18 +14,31 @@ import (
 //	<prefix>{<hex(pool)>}:<suffix>      suffixes as listed in luascripts/lib.lua (KEYS 1..27)
 //	<prefix>pools                       SET of pool names (registry for Pools and pool-less lease calls)
 
-// poolKeySuffixes is the KEYS order every script expects (luascripts/lib.lua).
-var poolKeySuffixes = []string{"cfg", "ro", "wk", "seen", "lv", "fence", "sc", "orph", "nd", "dead", "ls", "lx", "ss", "sx", "e:", "g:", "s:", "wz", "hc", "hu", "sy", "lz", "lc", "sz", "lp", "tc", "lzn"}
-
 // PoolTag returns the hash tag of a pool's keys, braces included.
 func PoolTag(pool string) string { return "{" + hex.EncodeToString([]byte(pool)) + "}" }
 
-// PoolKeys returns the KEYS of every pool script, in order, under prefix (which must not contain braces).
+// PoolKeys returns every key of a pool, in the KEYS order of luascripts/lib.lua (luascripts.KeySuffixes),
+// under prefix (which must not contain braces).
 func PoolKeys(prefix, pool string) []string {
 	base := prefix + PoolTag(pool) + ":"
-	out := make([]string, len(poolKeySuffixes))
-	for i, s := range poolKeySuffixes {
+	out := make([]string, len(luascripts.KeySuffixes))
+	for i, s := range luascripts.KeySuffixes {
 		out[i] = base + s
+	}
+	return out
+}
+
+// scriptKeys returns the KEYS of operation s on a pool: PoolKeys, or only the keys s declares
+// (luascripts.Script.Keys, spread back to their positions by the library).
+func scriptKeys(s luascripts.Script, prefix, pool string) []string {
+	all := PoolKeys(prefix, pool)
+	pos := s.KeyPositions()
+	if pos == nil {
+		return all
+	}
+	out := make([]string, len(pos))
+	for i, p := range pos {
+		out[i] = all[p-1]
 	}
 	return out
 }
