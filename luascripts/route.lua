@@ -71,7 +71,7 @@ local E_FIRST, E_REC, E_TIER_BYTE, E_TIERS = ENT.FIRST, ENT.REC, ENT.TIER_BYTE, 
 local mode, now, reqid, seqs, isl, session, pinned, rnd   -- ARGV[1..8] (see above)
 local nows   -- ARGV[2] as sent (now's decimal string: release_expired passes it on unformatted)
 local D                 -- query blocks
-local SEQ, ER, SK, SH   -- query hashes and index entries read this call (see below)
+local SEQ, ER, SH       -- query hashes and index entries read this call (see below)
 local HINT              -- slot -> offset of its record in the last event entry it was found in (event_tiers)
 local cfg, pcfg         -- knobs: cfg the pool's, then (apply_overrides) the request's effective ones; pcfg the pool's
 local nsx               -- ZCARD of sx before reclamation (nil: not read); 0 means no soft entries at all
@@ -112,7 +112,7 @@ local function read_request(ARGV)
   mode, now, nows, reqid, seqs = ARGV[1], tonumber(ARGV[2]), ARGV[2], ARGV[3], ARGV[4]
   isl, session, pinned, rnd = tonumber(ARGV[5]), ARGV[6], ARGV[7], tonumber(ARGV[8])
   D = #seqs / SEQ_LEN
-  SEQ, ER, SK, SH, HINT = setmetatable({}, SEQ_MT), {}, {}, {}, {}
+  SEQ, ER, SH, HINT = setmetatable({}, SEQ_MT), {}, {}, {}
   local at = 9 + #CFG_OVERRIDES   -- the allowed count; the paging arguments follow the excluded ids
   local t = at + 2 + tonumber(ARGV[at]) + tonumber(ARGV[at + 1 + tonumber(ARGV[at])])
   PSIZE, PG = nil, nil
@@ -150,20 +150,20 @@ end
 
 -- event_entry: memory_overlap.go eventHolders.get: the raw event entry at query position i ('' none; lib.lua
 -- ENT), memoized in ER. Its bucket and field come straight from the query blob (ebucket/efield without
--- slicing the hash); the bucket number's decimal name is lib.lua's istr (memoized across calls).
+-- slicing the hash); the bucket's key name is lib.lua's ekey (memoized across calls).
 local function event_entry(i)
   local s = ER[i]
   if not s then
     local o = i * SEQ_LEN
     local a, b = string.byte(seqs, o + SEQ_LEN - 1, o + SEQ_LEN)
-    s = redis.call('HGET', K_E .. istr((a * 256 + b) % NB_E), string.sub(seqs, o + 1, o + SEQ_LEN - 1)) or ''
+    s = redis.call('HGET', ekey((a * 256 + b) % NB_E), string.sub(seqs, o + 1, o + SEQ_LEN - 1)) or ''
     ER[i] = s
   end
   return s
 end
 -- event_tiers: eventHolders.contains, giving the tiers of slot's record at position i (nil: none held). The
 -- slot is looked up where its record was in the last entry it was found in (HINT: holders of one chain
--- keep their record order from position to position), else with string.find on its packed bytes (SK: memo)
+-- keep their record order from position to position), else with string.find on its packed bytes (ENT.slot_key: memo)
 -- accepting only matches aligned to a record, so no probe parses the other holders' records. A slot has at
 -- most one record, so any aligned match is it. Returns a value that is truthy exactly when held: the jump
 -- search's contains.
@@ -171,8 +171,7 @@ local function event_tiers(i, slot)
   local s = ER[i] or event_entry(i)
   local n = #s
   if n < E_FIRST + E_REC - 1 then return nil end
-  local key = SK[slot]
-  if not key then key = struct.pack(ENT.SLOT_FMT, slot); SK[slot] = key end
+  local key = ENT.slot_key(slot)
   local p = HINT[slot]
   if not (p and p + E_REC - 1 <= n and string.find(s, key, p, true) == p) then   -- (find, not sub: no new string)
     local from = E_FIRST
