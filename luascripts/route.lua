@@ -77,7 +77,9 @@ local cfg, pcfg         -- knobs: cfg the pool's, then (apply_overrides) the req
 local nsx               -- ZCARD of sx before reclamation (nil: not read); 0 means no soft entries at all
 local N, SL, live       -- roster size, candidate -> slot, slot -> candidate (read-only: memoized with the roster)
 local ndc               -- slot -> non-device blocks (nd), read by tier_split's first call
-local OV                -- overlaps: slot -> {device, host, disk, event, soft} blocks (memory: Overlap)
+local OV                -- overlaps: slot -> {device, host, disk, event, soft} blocks (memory: Overlap), an array
+                        -- indexed by the O_* offsets below (a 5-slot array constructor: no hash part to build)
+local O_DEV, O_HOST, O_DISK, O_EVENT, O_SOFT = 1, 2, 3, 4, 5
 local osc, hw, dw, pls, decay_d, rw, temp, bpf, bdf, bs   -- effective knobs (apply_overrides)
 local required          -- required_blocks = ceil(isl / block_size)
 local TC                -- cost_model ttft: TC[2i-1] prefill rate, TC[2i] decode coeff of candidate i (nil: default model)
@@ -293,7 +295,7 @@ local function overlaps()
   end
   for s, d in pairs(ev) do
     local dev, host, disk = tier_split(s, d)
-    OV[s] = {device = dev, host = host, disk = disk, event = d, soft = 0}
+    OV[s] = {dev, host, disk, d, 0}   -- O_DEV, O_HOST, O_DISK, O_EVENT, O_SOFT
   end
   if D > 0 and nsx ~= 0 and redis.call('ZCARD', K_SX) > 0 then
     local soft = {}
@@ -304,8 +306,8 @@ local function overlaps()
     jump_depths(at0, soft_contains, D, soft)
     for s, d in pairs(soft) do
       local o = OV[s]
-      if not o then o = {device = 0, host = 0, disk = 0, event = 0, soft = 0}; OV[s] = o end
-      o.soft = d
+      if not o then o = {0, 0, 0, 0, 0}; OV[s] = o end
+      o[O_SOFT] = d
     end
   end
 end
@@ -313,9 +315,9 @@ end
 -- Returns device, host, disk, depth (all 0 for nil: no overlap).
 local function effective(o)
   if not o then return 0, 0, 0, 0 end
-  local dev, depth = o.device, o.event
-  if o.soft > o.event then dev = dev + o.soft - o.event; depth = o.soft end
-  return dev, o.host, o.disk, depth
+  local dev, depth, event, soft = o[O_DEV], o[O_EVENT], o[O_EVENT], o[O_SOFT]
+  if soft > event then dev = dev + soft - event; depth = soft end
+  return dev, o[O_HOST], o[O_DISK], depth
 end
 -- scores: memory_route.go Memory.Overlap: the 'scores' reply, candidates with a non-zero depth in roster
 -- order.
@@ -929,7 +931,7 @@ local function explain_rows(a, b)
     local o = OV[SL[i]]
     local dev, host, disk, depth = effective(o)
     local event, soft = 0, 0
-    if o then event, soft = o.event, o.soft end
+    if o then event, soft = o[O_EVENT], o[O_SOFT] end
     local _, _, rank, _, _, _, wid, url = rrec(i)
     local reason = CREASON and CREASON[i] or ''
     parts[n + 1] = struct.pack(ROW_FMT, rank, dev, host, disk, event, soft, depth, CCRED[i], LV[3 * i - 2], LV[3 * i - 1],

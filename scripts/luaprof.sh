@@ -15,7 +15,9 @@
 # the calls warm the memos and are not counted. Printed: the lines with the most VM instructions per
 # profiled call (route and lease calls together; a decision is one of each), with the library's text.
 # A VM instruction is not a machine instruction: a line calling string.sub or struct.pack counts one per
-# call, and the C work behind it is not shown. Output kept in $OUT_DIR (printed).
+# call, and the C work behind it is not shown. TIME=1 counts CPU cycles per line instead (rdtsc; the C work
+# of a line included, Redis round trips excluded; noisy, so compare shares). TOP=N lines (default 50).
+# Output kept in $OUT_DIR (printed).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 port=${1:?usage: REDIS_SRC=… scripts/luaprof.sh PORT [DECISIONS [bench route flags…]]}
@@ -62,7 +64,7 @@ while i < len(d):
     for _ in range(a): i+=4+struct.unpack_from('<I',d,i)[0]
     c+=1
 print(c)")
-"$dir/luaprof" 127.0.0.1 "$port" "$dir/library.lua" "$dir/replay.bin" $((calls / 4)) >"$dir/lines.tsv"
+"$dir/luaprof" 127.0.0.1 "$port" "$dir/library.lua" "$dir/replay.bin" $((calls / 4)) ${TIME:+time} >"$dir/lines.tsv"
 echo "luaprof: output in $dir"
 head -1 "$dir/lines.tsv"
 python3 - "$dir/lines.tsv" "$dir/library.lua" <<'PY'
