@@ -75,7 +75,6 @@ local LVW            -- this call's loads memo after its first loads write (lv_t
 local LZC            -- this call's pool knobs for lz scores (LZ.knobs), nil until read
 local LZP            -- this call's pending knobs (cfg 'pbin': a rescoring under way), false: none, nil: unread
 local LVC            -- this call's loads chunks read through a partial loads memo (LV_PARTIAL), nil until then
-local EKT            -- this call's pool's event bucket names (ekey), nil until first use
 
 -- bind starts a call: the pool's key names (KEYS as statestore.PoolKeys builds them) and fresh caches.
 local function bind(keys)
@@ -84,8 +83,16 @@ local function bind(keys)
     keys[13], keys[14], keys[15], keys[16], keys[17], keys[18]
   K_HC, K_HU, K_SY, K_LZ, K_LC, K_SZ, K_LP, K_TC, K_LZN =
     keys[19], keys[20], keys[21], keys[22], keys[23], keys[24], keys[25], keys[26], keys[27]
-  ROS, EC, CNT, EKT = nil, nil, nil, nil   -- EC and CNT made on first use (most calls of route and done never do)
+  ROS, EC, CNT = nil, nil, nil   -- EC and CNT made on first use (most calls of route and done never do)
   LVW, LZC, LZP, LVC = nil, nil, nil, nil
+end
+
+-- keys_spread returns the full positional key list bind expects from an operation's own keys (luascripts
+-- Script.Keys): keys[j] goes to position pos[j], the other positions stay nil.
+local function keys_spread(keys, pos)
+  local t = {}
+  for j = 1, #pos do t[pos[j]] = keys[j] end
+  return t
 end
 
 -- layout_reply is the reply for a pool whose cfg records layout v (nil: none recorded).
@@ -131,39 +138,8 @@ local SESS_SWEEP = 32          -- expired idle session bindings reclaimed per ro
 local SESS_CAP = 262144        -- live session bindings per pool (statestore.MaxSessionsPerPool)
 local RESCORE_TICK = 32        -- lz members rescored by a writing call's LZ.tick (~0.05 ms at 4,096 ranks)
 
--- EKEYS: the event buckets' key names (K_E .. n) by bucket number, per pool, kept across calls: a name is
--- as long as the pool's key prefix (~60 bytes), and building it (concatenation, then Lua's hash of every
--- byte to intern it) on every probe cost more than the lookup. EKT: this call's pool's table (bind resets
--- it). Bounded: EKEYS_CAP pools, then emptied.
-local EKEYS, EKEYS_N, EKEYS_CAP = {}, 0, 64
-local function ekey(n)
-  local t = EKT
-  if not t then
-    t = EKEYS[K_E]
-    if not t then
-      if EKEYS_N >= EKEYS_CAP then EKEYS, EKEYS_N = {}, 0 end
-      t = {}
-      EKEYS[K_E], EKEYS_N = t, EKEYS_N + 1
-    end
-    EKT = t
-  end
-  local k = t[n]
-  if not k then k = K_E .. istr(n); t[n] = k end
-  return k
-end
-local function ebucket(seq) local a, b = string.byte(seq, 7, 8); return ekey((a * 256 + b) % NB_E) end
+local function ebucket(seq) local a, b = string.byte(seq, 7, 8); return K_E .. istr((a * 256 + b) % NB_E) end
 local function sbucket(seq) local a, b = string.byte(seq, 7, 8); return K_S .. istr((a * 256 + b) % NB_S) end
--- SLOTKEY: a slot's 4 packed bytes (ENT.SLOT_FMT, big-endian u32), as the event and soft entries hold
--- them, memoized across calls (slot numbers are few and reused). Bounded: emptied at SLOTKEY_CAP.
-local SLOTKEY, SLOTKEY_N, SLOTKEY_CAP = {}, 0, 65536
-local function slotkey(slot)
-  local k = SLOTKEY[slot]
-  if k then return k end
-  if SLOTKEY_N >= SLOTKEY_CAP then SLOTKEY, SLOTKEY_N = {}, 0 end
-  k = struct.pack('>I4', slot)
-  SLOTKEY[slot], SLOTKEY_N = k, SLOTKEY_N + 1
-  return k
-end
 local function gkey(slot, engine) return K_G .. istr(slot) .. ':' .. istr(string.byte(engine, 8)) end
 -- Fields drop the hash's last byte, which the bucket number already fixes (e: its low 14 bits select the
 -- bucket; g: its last byte does), so a field is 7 bytes and still unique within its bucket.
@@ -1179,9 +1155,6 @@ end
 -- children·8 only adds multiples of 8 to it). A sequence hash is SEQ_LEN bytes (a query passes them concatenated).
 local SEQ_LEN = 8
 local ENT = {HDR = 9, FIRST = 10, REC = 8, FMT = '>I4i4', SLOT_FMT = '>I4', SLOT_LEN = 4, WORD_FMT = '>i4', TIER_BYTE = 7, TIERS = 8}
--- ENT.slot_key(slot): a slot's SLOT_FMT bytes, memoized (slotkey; a field of ENT, not a local of its own,
--- because route.lua's module function is at Lua 5.1's limit of 60 upvalues).
-ENT.slot_key = slotkey
 -- The soft index entry's codec (an s:<n> field's value): SOFT.REC-byte records SOFT.FMT = {slot u32,
 -- expiry_ms f64}, the slot's SOFT.SLOT_LEN bytes (SOFT.SLOT_FMT) first, then the expiry (SOFT.EXP_FMT).
 local SOFT = {REC = 12, FMT = '>I4d', SLOT_FMT = '>I4', SLOT_LEN = 4, EXP_FMT = '>d'}

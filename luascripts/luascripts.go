@@ -61,7 +61,7 @@ type Script struct {
 	// 7.0 does not expose at load time.
 	Module bool
 	// Keys, when set, are the only pool keys (KeySuffixes names, in KeySuffixes order) the operation
-	// touches: the caller passes just those (KeyPositions), and the library's wrapper puts them back at
+	// touches: the caller passes just those (KeyPositions), and the library's wrapper spreads them back to
 	// their lib.lua positions before the body runs (the others are nil there, so a body that used one
 	// would fail loudly). Redis builds one Lua string per key on every call (~1.2 k instructions each
 	// at a pool's key length: callgrind, Redis 7.0), so an operation on every decision's path that needs
@@ -85,22 +85,17 @@ func (s Script) KeyPositions() []int {
 	return pos
 }
 
-// keysPrologue is Lua run first in s's wrapper: KEYS as the full positional list bind expects, one table
-// constructor ({KEYS[1], KEYS[2], nil, nil, KEYS[3], …}: its array part sized once, where filling an empty
-// table by position would rehash it as it grows).
+// keysPrologue is Lua run first in s's wrapper: KEYS as the full positional list bind expects.
 func (s Script) keysPrologue() string {
 	pos := s.KeyPositions()
 	if pos == nil {
 		return ""
 	}
-	items := make([]string, pos[len(pos)-1])
-	for i := range items {
-		items[i] = "nil"
+	idx := make([]string, len(pos))
+	for i, p := range pos {
+		idx[i] = fmt.Sprint(p)
 	}
-	for j, p := range pos {
-		items[p-1] = fmt.Sprintf("KEYS[%d]", j+1)
-	}
-	return "KEYS = {" + strings.Join(items, ", ") + "}\n"
+	return "KEYS = keys_spread(KEYS, {" + strings.Join(idx, ", ") + "})\n"
 }
 
 // Scripts are the operations, lib excluded.

@@ -71,15 +71,13 @@ local E_FIRST, E_REC, E_TIER_BYTE, E_TIERS = ENT.FIRST, ENT.REC, ENT.TIER_BYTE, 
 local mode, now, reqid, seqs, isl, session, pinned, rnd   -- ARGV[1..8] (see above)
 local nows   -- ARGV[2] as sent (now's decimal string: release_expired passes it on unformatted)
 local D                 -- query blocks
-local SEQ, ER, SH       -- query hashes and index entries read this call (see below)
+local SEQ, ER, SK, SH   -- query hashes and index entries read this call (see below)
 local HINT              -- slot -> offset of its record in the last event entry it was found in (event_tiers)
 local cfg, pcfg         -- knobs: cfg the pool's, then (apply_overrides) the request's effective ones; pcfg the pool's
 local nsx               -- ZCARD of sx before reclamation (nil: not read); 0 means no soft entries at all
 local N, SL, live       -- roster size, candidate -> slot, slot -> candidate (read-only: memoized with the roster)
 local ndc               -- slot -> non-device blocks (nd), read by tier_split's first call
-local OV                -- overlaps: slot -> {device, host, disk, event, soft} blocks (memory: Overlap), an array
-                        -- indexed by the O_* offsets below (a 5-slot array constructor: no hash part to build)
-local O_DEV, O_HOST, O_DISK, O_EVENT, O_SOFT = 1, 2, 3, 4, 5
+local OV                -- overlaps: slot -> {device, host, disk, event, soft} blocks (memory: Overlap)
 local osc, hw, dw, pls, decay_d, rw, temp, bpf, bdf, bs   -- effective knobs (apply_overrides)
 local required          -- required_blocks = ceil(isl / block_size)
 local TC                -- cost_model ttft: TC[2i-1] prefill rate, TC[2i] decode coeff of candidate i (nil: default model)
@@ -114,7 +112,7 @@ local function read_request(ARGV)
   mode, now, nows, reqid, seqs = ARGV[1], tonumber(ARGV[2]), ARGV[2], ARGV[3], ARGV[4]
   isl, session, pinned, rnd = tonumber(ARGV[5]), ARGV[6], ARGV[7], tonumber(ARGV[8])
   D = #seqs / SEQ_LEN
-  SEQ, ER, SH, HINT = setmetatable({}, SEQ_MT), {}, {}, {}
+  SEQ, ER, SK, SH, HINT = setmetatable({}, SEQ_MT), {}, {}, {}, {}
   local at = 9 + #CFG_OVERRIDES   -- the allowed count; the paging arguments follow the excluded ids
   local t = at + 2 + tonumber(ARGV[at]) + tonumber(ARGV[at + 1 + tonumber(ARGV[at])])
   PSIZE, PG = nil, nil
@@ -152,20 +150,20 @@ end
 
 -- event_entry: memory_overlap.go eventHolders.get: the raw event entry at query position i ('' none; lib.lua
 -- ENT), memoized in ER. Its bucket and field come straight from the query blob (ebucket/efield without
--- slicing the hash); the bucket's key name is lib.lua's ekey (memoized across calls).
+-- slicing the hash); the bucket number's decimal name is lib.lua's istr (memoized across calls).
 local function event_entry(i)
   local s = ER[i]
   if not s then
     local o = i * SEQ_LEN
     local a, b = string.byte(seqs, o + SEQ_LEN - 1, o + SEQ_LEN)
-    s = redis.call('HGET', ekey((a * 256 + b) % NB_E), string.sub(seqs, o + 1, o + SEQ_LEN - 1)) or ''
+    s = redis.call('HGET', K_E .. istr((a * 256 + b) % NB_E), string.sub(seqs, o + 1, o + SEQ_LEN - 1)) or ''
     ER[i] = s
   end
   return s
 end
 -- event_tiers: eventHolders.contains, giving the tiers of slot's record at position i (nil: none held). The
 -- slot is looked up where its record was in the last entry it was found in (HINT: holders of one chain
--- keep their record order from position to position), else with string.find on its packed bytes (ENT.slot_key: memo)
+-- keep their record order from position to position), else with string.find on its packed bytes (SK: memo)
 -- accepting only matches aligned to a record, so no probe parses the other holders' records. A slot has at
 -- most one record, so any aligned match is it. Returns a value that is truthy exactly when held: the jump
 -- search's contains.
@@ -173,7 +171,8 @@ local function event_tiers(i, slot)
   local s = ER[i] or event_entry(i)
   local n = #s
   if n < E_FIRST + E_REC - 1 then return nil end
-  local key = ENT.slot_key(slot)
+  local key = SK[slot]
+  if not key then key = struct.pack(ENT.SLOT_FMT, slot); SK[slot] = key end
   local p = HINT[slot]
   if not (p and p + E_REC - 1 <= n and string.find(s, key, p, true) == p) then   -- (find, not sub: no new string)
     local from = E_FIRST
@@ -295,7 +294,7 @@ local function overlaps()
   end
   for s, d in pairs(ev) do
     local dev, host, disk = tier_split(s, d)
-    OV[s] = {dev, host, disk, d, 0}   -- O_DEV, O_HOST, O_DISK, O_EVENT, O_SOFT
+    OV[s] = {device = dev, host = host, disk = disk, event = d, soft = 0}
   end
   if D > 0 and nsx ~= 0 and redis.call('ZCARD', K_SX) > 0 then
     local soft = {}
@@ -306,8 +305,8 @@ local function overlaps()
     jump_depths(at0, soft_contains, D, soft)
     for s, d in pairs(soft) do
       local o = OV[s]
-      if not o then o = {0, 0, 0, 0, 0}; OV[s] = o end
-      o[O_SOFT] = d
+      if not o then o = {device = 0, host = 0, disk = 0, event = 0, soft = 0}; OV[s] = o end
+      o.soft = d
     end
   end
 end
@@ -315,9 +314,9 @@ end
 -- Returns device, host, disk, depth (all 0 for nil: no overlap).
 local function effective(o)
   if not o then return 0, 0, 0, 0 end
-  local dev, depth, event, soft = o[O_DEV], o[O_EVENT], o[O_EVENT], o[O_SOFT]
-  if soft > event then dev = dev + soft - event; depth = soft end
-  return dev, o[O_HOST], o[O_DISK], depth
+  local dev, depth = o.device, o.event
+  if o.soft > o.event then dev = dev + o.soft - o.event; depth = o.soft end
+  return dev, o.host, o.disk, depth
 end
 -- scores: memory_route.go Memory.Overlap: the 'scores' reply, candidates with a non-zero depth in roster
 -- order.
@@ -931,7 +930,7 @@ local function explain_rows(a, b)
     local o = OV[SL[i]]
     local dev, host, disk, depth = effective(o)
     local event, soft = 0, 0
-    if o then event, soft = o[O_EVENT], o[O_SOFT] end
+    if o then event, soft = o.event, o.soft end
     local _, _, rank, _, _, _, wid, url = rrec(i)
     local reason = CREASON and CREASON[i] or ''
     parts[n + 1] = struct.pack(ROW_FMT, rank, dev, host, disk, event, soft, depth, CCRED[i], LV[3 * i - 2], LV[3 * i - 1],

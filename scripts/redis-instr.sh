@@ -11,7 +11,8 @@
 # server from that RDB under `valgrind --tool=callgrind --instr-atstart=no`. Then, ROUNDS times (default 2)
 # and alternating A and B: 200 warm-up decisions (each build loads its own Functions library, by name, and
 # fills its memos), then DECISIONS sequential decisions (default 1000; 1 client, done after each) with
-# instrumentation on. Printed: the instructions Redis executed per decision, for each run. Client work is
+# instrumentation on (with --clients K among the flags: DECISIONS per client, K clients). Printed: the
+# instructions Redis executed per decision, for each run. Client work is
 # not counted (another process); the kernel's socket work is not either (callgrind counts user space).
 # It refuses --no-done: a run that leaves leases makes the next run release them when they expire, so the
 # two builds would not see the same state.
@@ -25,6 +26,12 @@ a=${2:?KVROUTER_A} b=${3:?KVROUTER_B}
 rounds=${4:-2} n=${5:-1000}
 shift $(($# < 5 ? $# : 5))
 for f in "$@"; do [[ $f == --no-done ]] && { echo "redis-instr: --no-done leaves leases that change the next run's work" >&2; exit 2; }; done
+# --clients K (one value) among the bench flags: --routes is per client, so a run makes DECISIONS × K.
+clients=1
+for ((i = 1; i <= $#; i++)); do
+  if [[ ${!i} == --clients ]]; then j=$((i + 1)); clients=${!j}; fi
+done
+[[ $clients =~ ^[0-9]+$ ]] || { echo "redis-instr: --clients takes one number here" >&2; exit 2; }
 command -v valgrind >/dev/null || { echo "redis-instr: needs valgrind (apt-get install valgrind)" >&2; exit 2; }
 srv=${REDIS_SERVER:-redis-server}
 if redis-cli -p "$port" ping >/dev/null 2>&1; then
@@ -63,6 +70,6 @@ for r in $(seq "$rounds"); do
     for _ in $(seq 100); do (($(dumps) > before)) && break; sleep 0.2; done
     f=$(ls -t "$dir"/cg."$pid".* | head -1)
     total=$(callgrind_annotate "$f" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
-    echo "round $r $k: $((total / n)) instructions per decision ($f)"
+    echo "round $r $k: $((total / (n * clients))) instructions per decision ($f)"
   done
 done

@@ -29,6 +29,9 @@
 #include "lauxlib.h"
 #include "lualib.h"
 #include "hiredis.h"
+#ifdef LUAPROF_CALLGRIND
+#include <valgrind/callgrind.h>   /* cc -DLUAPROF_CALLGRIND: instrument the focused call alone (valgrind --instr-atstart=no) */
+#endif
 
 LUALIB_API int (luaopen_cjson) (lua_State *L);
 LUALIB_API int (luaopen_struct) (lua_State *L);
@@ -129,11 +132,25 @@ static int do_call(lua_State *L, int raise) {
 static int r_call(lua_State *L) { return do_call(L, 1); }
 static int r_pcall(lua_State *L) { return do_call(L, 0); }
 
-/* redis.register_function{function_name = n, callback = f, flags = ...}: FUNCS[n] = f. */
+/* op_name: a function name without its "kvr<layout>_<digest>_" prefix, so a recording made with one build
+ * replays on another (the digest changes with every script change). */
+static void op_name(const char *s, size_t n, const char **out, size_t *outn) {
+  const char *p = memchr(s, '_', n);
+  const char *q = p ? memchr(p + 1, '_', n - (size_t)(p + 1 - s)) : NULL;
+  if (q) { *out = q + 1; *outn = n - (size_t)(q + 1 - s); } else { *out = s; *outn = n; }
+}
+
+/* redis.register_function{function_name = n, callback = f, flags = ...}: FUNCS[op_name(n)] = f. */
 static int r_register(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   lua_getfield(L, LUA_REGISTRYINDEX, "FUNCS");
   lua_getfield(L, 1, "function_name");
+  size_t n;
+  const char *name = lua_tolstring(L, -1, &n), *op;
+  size_t opn;
+  op_name(name, n, &op, &opn);
+  lua_pushlstring(L, op, opn);
+  lua_remove(L, -2);
   lua_getfield(L, 1, "callback");
   lua_settable(L, -3);
   return 0;
@@ -197,6 +214,10 @@ int main(int argc, char **argv) {
   }
   if (mode_time) lua_sethook(L, hook, LUA_MASKLINE | LUA_MASKCALL | LUA_MASKRET, 0); else lua_sethook(L, hook, LUA_MASKCOUNT, 1);
 
+  /* LUAPROF_PERCALL=file: each replayed call's total (VM instructions or cycles, and redis calls), one line
+   * per call; LUAPROF_FOCUS=k: profile call k alone (0-based), e.g. the slowest one of a PERCALL run. */
+  FILE *percall = getenv("LUAPROF_PERCALL") ? fopen(getenv("LUAPROF_PERCALL"), "w") : NULL;
+  long focus = getenv("LUAPROF_FOCUS") ? atol(getenv("LUAPROF_FOCUS")) : -1;
   size_t rn;
   unsigned char *rp = (unsigned char *)slurp(argv[4], &rn), *end = rp + rn;
   long done = 0, profiled = 0;
@@ -207,17 +228,36 @@ int main(int argc, char **argv) {
     for (uint32_t i = 0; i < na; i++) { al[i] = rd32(rp); rp += 4; a[i] = (const char *)rp; rp += al[i]; }
     int nk = atoi(a[1]);
     lua_getfield(L, LUA_REGISTRYINDEX, "FUNCS");
-    lua_pushlstring(L, a[0], al[0]);
+    const char *op;
+    size_t opn;
+    op_name(a[0], al[0], &op, &opn);
+    lua_pushlstring(L, op, opn);
     lua_gettable(L, -2);
     if (!lua_isfunction(L, -1)) { fprintf(stderr, "luaprof: no function %.*s\n", (int)al[0], a[0]); return 2; }
     lua_newtable(L);
     for (int i = 0; i < nk; i++) { lua_pushlstring(L, a[2 + i], al[2 + i]); lua_rawseti(L, -2, i + 1); }
     lua_newtable(L);
     for (uint32_t i = 2 + (uint32_t)nk; i < na; i++) { lua_pushlstring(L, a[i], al[i]); lua_rawseti(L, -2, (int)(i - 1 - (uint32_t)nk)); }
-    profiling = done >= warm;
+    profiling = focus >= 0 ? done == focus : done >= warm;
+    uint64_t before_v = 0, before_c = 0;
+    if (percall) {
+      for (int i = 0; i < MAXLINE; i++) { before_v += (mode_time ? cyc[i] : vm[i]); before_c += calls[i]; }
+    }
     last_line = 0; last_tsc = 0; redis_cyc = 0;
+#ifdef LUAPROF_CALLGRIND
+    if (done == focus) CALLGRIND_START_INSTRUMENTATION;
+#endif
     if (lua_pcall(L, 2, 1, 0)) { fprintf(stderr, "luaprof: call %ld: %s\n", done, lua_tostring(L, -1)); return 1; }
+#ifdef LUAPROF_CALLGRIND
+    if (done == focus) CALLGRIND_STOP_INSTRUMENTATION;
+#endif
     if (profiling && mode_time) charge(tsc());
+    if (percall) {
+      uint64_t after_v = 0, after_c = 0;
+      for (int i = 0; i < MAXLINE; i++) { after_v += (mode_time ? cyc[i] : vm[i]); after_c += calls[i]; }
+      fprintf(percall, "%ld\t%.*s\t%llu\t%llu\n", done, (int)al[0], a[0], (unsigned long long)(after_v - before_v),
+              (unsigned long long)(after_c - before_c));
+    }
     lua_pop(L, 2);
     if (profiling) profiled++;
     done++;
