@@ -33,29 +33,13 @@ for ((i = 1; i <= $#; i++)); do
 done
 [[ $clients =~ ^[0-9]+$ ]] || { echo "redis-instr: --clients takes one number here" >&2; exit 2; }
 command -v valgrind >/dev/null || { echo "redis-instr: needs valgrind (apt-get install valgrind)" >&2; exit 2; }
-srv=${REDIS_SERVER:-redis-server}
-if redis-cli -p "$port" ping >/dev/null 2>&1; then
-  echo "redis-instr: something already listens on $port; pick a free port" >&2
-  exit 2
-fi
+. scripts/callgrind-redis.sh
+cg_refuse_busy redis-instr "$port"
 dir=${OUT_DIR:-$(mktemp -d /tmp/redis-instr.XXXXXX)}
 mkdir -p "$dir"
-cleanup() { redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true; }
-trap cleanup EXIT
-# wait_up: until the server answers PONG (not LOADING: the valgrind server loads the RDB slowly).
-wait_up() { for _ in $(seq 1200); do [[ $(redis-cli -p "$port" ping 2>/dev/null) == PONG ]] && return 0; sleep 0.5; done; echo "redis-instr: server on $port not up" >&2; return 1; }
-bench() { "$1" bench route --store "redis://127.0.0.1:$port" --prefix instr: --clients 1 --repeat 1 --calibrate 0 --routes "$2" "${@:3}"; }
-
-"$srv" --port "$port" --save '' --appendonly no --daemonize yes --dir "$dir" --logfile "$dir/load.log"
-wait_up
-bench "$a" 10 "$@" >/dev/null 2>&1
-redis-cli -p "$port" save >/dev/null
-redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
-sleep 1
-valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$dir/cg.%p" \
-  "$srv" --port "$port" --save '' --appendonly no --dir "$dir" --dbfilename dump.rdb >"$dir/valgrind.log" 2>&1 &
-wait_up
-pid=$(redis-cli -p "$port" info server | tr -d '\r' | awk -F: '$1 == "process_id" {print $2}')
+bench() { cg_bench "$@"; }
+cg_start redis-instr "$port" "$dir" "$a" -- "$@"
+pid=$cg_pid
 echo "callgrind files in $dir (redis pid $pid)"
 dumps() { { compgen -G "$dir/cg.$pid.*" || true; } | wc -l; }   # the dumps so far (cg.PID.1, .2, …)
 for r in $(seq "$rounds"); do

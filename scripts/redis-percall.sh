@@ -19,29 +19,14 @@ port=${1:?usage: scripts/redis-percall.sh PORT KVROUTER DECISIONS [bench route f
 kvr=${2:?KVROUTER} n=${3:?DECISIONS}
 shift 3
 command -v valgrind >/dev/null || { echo "redis-percall: needs valgrind" >&2; exit 2; }
-srv=${REDIS_SERVER:-redis-server}
-if redis-cli -p "$port" ping >/dev/null 2>&1; then
-  echo "redis-percall: something already listens on $port; pick a free port" >&2
-  exit 2
-fi
+. scripts/callgrind-redis.sh
+cg_refuse_busy redis-percall "$port"
 dir=$(mktemp -d /tmp/redis-percall.XXXXXX)
-cleanup() { redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true; }
-trap cleanup EXIT
-wait_up() { for _ in $(seq 1200); do [[ $(redis-cli -p "$port" ping 2>/dev/null) == PONG ]] && return 0; sleep 0.5; done; echo "redis-percall: server on $port not up" >&2; return 1; }
-bench() { "$kvr" bench route --store "redis://127.0.0.1:$port" --prefix instr: --clients 1 --repeat 1 --calibrate 0 --routes "$1" "${@:2}"; }
-"$srv" --port "$port" --save '' --appendonly no --daemonize yes --dir "$dir" --logfile "$dir/load.log"
-wait_up
-bench 10 "$@" >/dev/null 2>&1
-redis-cli -p "$port" save >/dev/null
-redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
-sleep 1
-valgrind --tool=callgrind --instr-atstart=no --dump-before=fcallCommand --callgrind-out-file="$dir/cg.%p" \
-  "$srv" --port "$port" --save '' --appendonly no --dir "$dir" --dbfilename dump.rdb >"$dir/valgrind.log" 2>&1 &
-wait_up
-pid=$(redis-cli -p "$port" info server | tr -d '\r' | awk -F: '$1 == "process_id" {print $2}')
-bench 300 "$@" >/dev/null 2>&1
+cg_start redis-percall "$port" "$dir" "$kvr" --dump-before=fcallCommand -- "$@"
+pid=$cg_pid
+cg_bench "$kvr" 300 "$@" >/dev/null 2>&1
 callgrind_control -i on "$pid" >/dev/null 2>&1
-bench "$n" "$@" >/dev/null 2>&1
+cg_bench "$kvr" "$n" "$@" >/dev/null 2>&1
 callgrind_control -i off "$pid" >/dev/null 2>&1
 redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
 sleep 2

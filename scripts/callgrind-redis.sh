@@ -1,0 +1,42 @@
+# callgrind-redis.sh — sourced by scripts/redis-instr.sh and scripts/redis-percall.sh: a redis-server of the
+# script's own under valgrind's callgrind, holding the index `kvrouter bench route --prefix instr:` builds.
+# The index is loaded by a native server first (valgrind would take minutes), saved, and the server restarted
+# from that RDB under callgrind with instrumentation off (callgrind_control -i on|off around what is counted).
+#
+#   cg_refuse_busy NAME PORT              # exit 2 when something listens on PORT (these scripts only use their own)
+#   cg_start NAME PORT DIR KVROUTER [valgrind option…] -- [bench route flags…]
+#                                         # sets cg_pid; the server is shut down at exit (trap)
+#   cg_bench KVROUTER DECISIONS [bench route flags…]   # 1 client, no calibration, prefix instr:
+# REDIS_SERVER picks the binary (default redis-server).
+
+cg_refuse_busy() {
+  if redis-cli -p "$2" ping >/dev/null 2>&1; then
+    echo "$1: something already listens on $2; pick a free port" >&2
+    exit 2
+  fi
+}
+
+# cg_up waits until the server answers PONG (not LOADING: the valgrind server loads the RDB slowly).
+cg_up() { for _ in $(seq 1200); do [[ $(redis-cli -p "$cg_port" ping 2>/dev/null) == PONG ]] && return 0; sleep 0.5; done; echo "$cg_name: server on $cg_port not up" >&2; return 1; }
+
+cg_bench() { "$1" bench route --store "redis://127.0.0.1:$cg_port" --prefix instr: --clients 1 --repeat 1 --calibrate 0 --routes "$2" "${@:3}"; }
+
+cg_start() {
+  cg_name=$1 cg_port=$2
+  local dir=$3 kvr=$4 srv=${REDIS_SERVER:-redis-server}
+  shift 4
+  local vg=()
+  while [[ $# -gt 0 && $1 != -- ]]; do vg+=("$1"); shift; done
+  [[ $# -gt 0 ]] && shift
+  trap 'redis-cli -p "$cg_port" shutdown nosave >/dev/null 2>&1 || true' EXIT
+  "$srv" --port "$cg_port" --save '' --appendonly no --daemonize yes --dir "$dir" --logfile "$dir/load.log"
+  cg_up
+  cg_bench "$kvr" 10 "$@" >/dev/null 2>&1
+  redis-cli -p "$cg_port" save >/dev/null
+  redis-cli -p "$cg_port" shutdown nosave >/dev/null 2>&1 || true
+  sleep 1
+  valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$dir/cg.%p" "${vg[@]}" \
+    "$srv" --port "$cg_port" --save '' --appendonly no --dir "$dir" --dbfilename dump.rdb >"$dir/valgrind.log" 2>&1 &
+  cg_up
+  cg_pid=$(redis-cli -p "$cg_port" info server | tr -d '\r' | awk -F: '$1 == "process_id" {print $2}')
+}
