@@ -256,9 +256,10 @@ local function zl() if not ZL then ZL = string.rep('\0', 24) end return ZL end
 -- Roster stamp: every directory write also writes sc field 'rv' = a stamp unique to that content (TIME µs
 -- and the per-pool counter 'rvn', so a pool deleted and recreated, or a flushed server, never reuses one),
 -- and ros() memoizes the parsed directory by key name + stamp: a route then reads the roster with one
--- HGET, and after one registration re-reads only the chunks that changed. (Until 2026-12-02 the memo key also held STRLEN of the directory, one more call
--- per operation: it guarded against builds from before the stamp, which wrote the directory without it;
--- every layout-3 writer writes the stamp, and other layouts are refused by pool_check/cfg_get.)
+-- HGET, and after one registration re-reads only the chunks that changed. (Until 2026-12-02 the memo key
+-- also held STRLEN of the directory, one more call per operation: it guarded against builds from before
+-- the stamp, which wrote the directory without it; every layout-3 writer writes the stamp, and other
+-- layouts are refused by pool_check/cfg_get.)
 local function ros_memo(key, R)
   if MEMO.n_ros >= MEMO.cap then MEMO.ros, MEMO.n_ros = {}, 0 end
   MEMO.ros[key], MEMO.n_ros = R, MEMO.n_ros + 1
@@ -727,7 +728,7 @@ end
 -- Routers of that build, still running in a rolling upgrade, read 'lvs' as their stamp too: every write of
 -- this build changes it, so their memos miss, and theirs are never integers, so this build's miss too.
 -- A memo is whole (full: every candidate's three numbers, from lv_all) or partial (route's fast path: the
--- candidates it read so far, each filled on first use by lv_fill from its loads chunk). A partial memo
+-- candidates it read so far, each filled on first use from its loads chunk: LV_PARTIAL). A partial memo
 -- carried from call to call under consecutive stamps keeps the loads of the candidates decisions keep
 -- meeting (the holders of hot prefixes, the head of lz), so a steady-state route and done read none of
 -- them from Redis: each lv_set writes its exact numbers into the memo, and nothing else writes loads.

@@ -408,8 +408,9 @@ end
 
 -- Loads. The full scan reads the whole column (full_loads: one GET per chunk, or the memo kept across
 -- calls under the loads stamp, lv_touch in lib.lua; this call's own releases are already applied to it);
--- the fast path reads a candidate's loads on first use only (lazy_loads: one GET per loads chunk touched). Read-only
--- until book.
+-- the fast path reads a candidate's loads on first use only, into the partial memo kept across calls
+-- (lib.lua lv_partial: one GET per loads chunk touched, none for candidates already in it), or into this
+-- call's own table (lazy_loads) when the pool has no loads stamp yet. Read-only until book.
 local function full_loads()
   if N > 0 then
     local lvs, exact = lv_all()
