@@ -832,9 +832,10 @@ local LV_PARTIAL = {__index = function(t, j)
   return rawget(t, j)
 end}
 -- lv_partial returns the current stamp's loads memo column for n candidates (a new, empty partial one when
--- there is none), read through LV_PARTIAL; nil when the pool has no loads stamp yet.
+-- there is none), read through LV_PARTIAL. A pool with no loads stamp yet gets a column of this call's
+-- only (filled the same way, memoized nowhere).
 local function lv_partial(e, stamp, n)
-  if not stamp then return nil end
+  if not stamp then return setmetatable({}, LV_PARTIAL) end
   if not e then
     e = {n = stamp, m = setmetatable({}, LV_PARTIAL), N = n}
     lv_memo_adopt(e)

@@ -409,8 +409,8 @@ end
 -- Loads. The full scan reads the whole column (full_loads: one GET per chunk, or the memo kept across
 -- calls under the loads stamp, lv_touch in lib.lua; this call's own releases are already applied to it);
 -- the fast path reads a candidate's loads on first use only, into the partial memo kept across calls
--- (lib.lua lv_partial: one GET per loads chunk touched, none for candidates already in it), or into this
--- call's own table (lazy_loads) when the pool has no loads stamp yet. Read-only until book.
+-- (lib.lua lv_partial: one GET per loads chunk touched, none for candidates already in it; a column of
+-- this call's own when the pool has no loads stamp yet). Read-only until book.
 local function full_loads()
   if N > 0 then
     local lvs, exact = lv_all()
@@ -422,14 +422,6 @@ local function full_loads()
   end
   LV = {}
   for j = 1, 3 * N do LV[j] = 0 end
-end
-local function lazy_loads()
-  local chunks = {}   -- lv_from's cache: the loads chunks read by this call
-  LV = setmetatable({}, {__index = function(t, j)
-    local i = math.floor((j + 2) / 3)
-    t[3 * i - 2], t[3 * i - 1], t[3 * i] = lv_from(i, chunks)
-    return rawget(t, j)
-  end})
 end
 -- page_loads: an explain page's loads, candidates PG.a..PG.b only: one GETRANGE per loads chunk it
 -- touches, unpacked in bulk (a missing or short chunk reads as zero loads, as lv_all).
@@ -457,7 +449,7 @@ local function read_loads()
   LV = e and e.full and e.m
   if not LV then
     if PG then page_loads()
-    elseif FAST then LV = lv_partial(e, lvstamp, N); if not LV then lazy_loads() end
+    elseif FAST then LV = lv_partial(e, lvstamp, N)
     else full_loads() end
   end
   if FAST or PG then

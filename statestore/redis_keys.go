@@ -31,14 +31,14 @@ func PoolKeys(prefix, pool string) []string {
 // scriptKeys returns the KEYS of operation s on a pool: PoolKeys, or only the keys s declares
 // (luascripts.Script.Keys, spread back to their positions by the library).
 func scriptKeys(s luascripts.Script, prefix, pool string) []string {
-	all := PoolKeys(prefix, pool)
 	pos := s.KeyPositions()
 	if pos == nil {
-		return all
+		return PoolKeys(prefix, pool)
 	}
+	base := prefix + PoolTag(pool) + ":"
 	out := make([]string, len(pos))
 	for i, p := range pos {
-		out[i] = all[p-1]
+		out[i] = base + luascripts.KeySuffixes[p-1]
 	}
 	return out
 }
