@@ -28,9 +28,9 @@
 -- Validation of every argument (kinds, integral ranks/sizes, tiers 0..2, blob lengths) happens before the
 -- first write, so a bad argument never leaves a half-applied batch. Event-index entries are handled as raw
 -- strings; a block new to the index is written at once with HSETNX (see store_event), other entry writes
--- and all engine-map writes are buffered and flushed at the end (one HSET / HDEL per engine-map bucket).
--- Complexity: O(blocks in the batch) hash operations — about one HSETNX per new block plus one grouped
--- engine-map HSET per bucket touched — at most the work budget's commands (+ one event's worst case when
+-- are buffered and flushed at the end; engine-map writes go out at once, one HSET / HDEL per block.
+-- Complexity: O(blocks in the batch) hash operations — one HSETNX per new block (an HGET and an HSET per
+-- block other workers hold) plus one engine-map HSET per block — at most the work budget's commands (+ one event's worst case when
 -- the first event alone exceeds it) + bounded reclamation (RECLAIM_ENTRIES, SOFT_SWEEP) + while a
 -- rescoring of the load order is under way, one step of it (LZ.tick: RESCORE_TICK members).
 bind(KEYS)
@@ -100,24 +100,26 @@ local function estimate(kind, blob_len, dp)
   return math.ceil(event_blocks(kind, blob_len) * work / applied_blocks)
 end
 
--- Engine maps per bucket key, by field (the engine hash's first 7 bytes; its last byte picks the bucket):
--- writes GW[gk][field] = seq | false (flushed with one HSET / HDEL per bucket), reads cached in
--- GC[gk][field] = seq | false.
-local GC, GW, GK = {}, {}, {}
-local function gkb(slot, b)
+-- Engine maps per bucket key, by field (the engine hash's first 7 bytes; its last byte picks the bucket).
+-- Reads are cached in GC[gk][field] = seq | false. Writes go to Redis at once, one HSET / HDEL per block
+-- (and into GC when that bucket was read): buffering them to group them per bucket saved ~12 % of their
+-- commands (a 64-block event touches ~57 of a slot's 256 buckets) but cost more Lua than that.
+-- GK[slot] = {[0] = the slot's key prefix, [b + 1] = bucket b's key}: a key is the prefix and one number (a
+-- two-part concatenation), as gkey builds it.
+local GC, GK = {}, {}
+local function gk_of(slot)
   local t = GK[slot]
-  if not t then t = {}; GK[slot] = t end
-  local k = t[b]
-  if not k then k = K_G .. istr(slot) .. ':' .. istr(b); t[b] = k end
+  if not t then t = {[0] = K_G .. istr(slot) .. ':'}; GK[slot] = t end
+  return t
+end
+local function gkb(slot, b)
+  local t = gk_of(slot)
+  local k = t[b + 1]
+  if not k then k = t[0] .. istr(b); t[b + 1] = k end
   return k
 end
 local function gget(slot, engine)
   local k, f = gkb(slot, string.byte(engine, 8)), gfield(engine)
-  local d = GW[k]
-  if d then
-    local v = d[f]
-    if v ~= nil then return v end
-  end
   local m = GC[k]
   if not m then m = {}; GC[k] = m end
   local v = m[f]
@@ -128,44 +130,30 @@ local function gget(slot, engine)
   end
   return v
 end
--- gset_at: the engine hash at byte offset off of blob s maps to seq (false: removed).
-local function gset_at(slot, s, off, seq)
-  local k = gkb(slot, string.byte(s, off + 7))
-  local d = GW[k]
-  if not d then d = {}; GW[k] = d; work = work + 1 end
-  d[string.sub(s, off, off + 6)] = seq
-end
-local function gset(slot, engine, seq) gset_at(slot, engine, 1, seq) end
--- gflush: one HSET (and one HDEL) per bucket, 256 fields a command at most. The argument lists are two
--- tables reused for every bucket (filled to ns/nd, unpack with an explicit end), not two new tables per
--- bucket: a batch of new chains touches about one bucket per block.
-local function gflush()
-  local sets, dels = {}, {}
-  for k, m in pairs(GW) do
-    local ns, nd = 0, 0
-    for f, seq in pairs(m) do
-      if seq then sets[ns + 1] = f; sets[ns + 2] = seq; ns = ns + 2 else nd = nd + 1; dels[nd] = f end
-      if ns >= 512 then redis.call('HSET', k, unpack(sets, 1, ns)); ns = 0 end
-      if nd >= 256 then redis.call('HDEL', k, unpack(dels, 1, nd)); nd = 0 end
-    end
-    if ns > 0 then redis.call('HSET', k, unpack(sets, 1, ns)) end
-    if nd > 0 then redis.call('HDEL', k, unpack(dels, 1, nd)) end
-  end
+-- gset: engine hash engine (8 bytes) maps to seq (false: removed). store_event inlines it.
+local function gset(slot, engine, seq)
+  local k, f = gkb(slot, string.byte(engine, 8)), gfield(engine)
+  if seq then redis.call('HSET', k, f, seq) else redis.call('HDEL', k, f) end
+  work = work + 1
+  local m = GC[k]
+  if m then m[f] = seq end
 end
 
 -- Event index entries as raw strings (no per-record Lua tables), in lib.lua's entry codec ENT: E[seq] =
 -- header (parent seq ‖ is_child, ENT.HDR bytes) ‖ {slot, children·ENT.TIERS + tiers}* ('' = absent);
 -- ED[seq] = written. A record is found by a record-aligned string.find of its slot bytes.
 local HDR, FIRST, REC, TIERS, SLOT_LEN, WORD_FMT = ENT.HDR, ENT.FIRST, ENT.REC, ENT.TIERS, ENT.SLOT_LEN, ENT.WORD_FMT
-local E, ED = {}, {}
+-- EB[seq] = the entry's bucket key, kept by eraw for the flush (one key string per entry and call).
+local E, ED, EB = {}, {}, {}
 local sub, byte, spack, sunpack = string.sub, string.byte, struct.pack, struct.unpack
 local band, bor, bnot = bit.band, bit.bor, bit.bnot
 local function eraw(seq)
   local s = E[seq]
   if not s then
-    s = redis.call('HGET', ebucket(seq), efield(seq)) or ''
+    local k = ebucket(seq)
+    s = redis.call('HGET', k, sub(seq, 1, 7)) or ''
     work = work + 1
-    E[seq] = s
+    E[seq], EB[seq] = s, k
   end
   return s
 end
@@ -193,7 +181,8 @@ local function rcut(s, p) return sub(s, 1, p - 1) .. sub(s, p + REC) end
 local function eflush_raw()
   for seq in pairs(ED) do
     local s = E[seq]
-    if #s <= HDR then redis.call('HDEL', ebucket(seq), efield(seq)) else redis.call('HSET', ebucket(seq), efield(seq), s) end
+    local k = EB[seq] or ebucket(seq)
+    if #s <= HDR then redis.call('HDEL', k, sub(seq, 1, 7)) else redis.call('HSET', k, sub(seq, 1, 7), s) end
   end
   ED = {}
 end
@@ -260,17 +249,28 @@ local function store_event(slot, blocks, parent, ischild, tier)
   local nb = #blocks / 16
   local seqs, dup = {}, {}
   local fast = true
+  -- Every block's engine-map entry first (gset_at inlined: this loop runs once per stored block); nothing
+  -- below reads the engine map, so the order against the entries' writes does not matter.
+  local gt = gk_of(slot)
   for j = 1, nb do
-    local seq = sub(blocks, j * 16 - 7, j * 16)
+    local off = j * 16 - 15
+    local seq = sub(blocks, off + 8, off + 15)
     if dup[seq] then fast = false end
     dup[seq] = true
     seqs[j] = seq
+    local b = byte(blocks, off + 7)
+    local k = gt[b + 1]
+    if not k then k = gt[0] .. istr(b); gt[b + 1] = k end   -- gkb
+    local f = sub(blocks, off, off + 6)
+    redis.call('HSET', k, f, seq)
+    local m = GC[k]
+    if m then m[f] = seq end
   end
+  work = work + nb
   if ischild and dup[parent] then fast = false end
   if not fast then
     for j = 1, nb do
       local seq = seqs[j]
-      gset_at(slot, blocks, j * 16 - 15, seq)
       local st = rstore_core(key4, seq, parent .. (ischild and '\1' or '\0'), tier, bt, 0)
       if st > 0 then sb = sb + 1 end
       if st == 2 and ischild then parent_child(parent, key4, 1) end
@@ -278,7 +278,6 @@ local function store_event(slot, blocks, parent, ischild, tier)
     end
     return sb
   end
-  for j = 1, nb do gset_at(slot, blocks, j * 16 - 15, seqs[j]) end
   local rec0, rec1 = key4 .. spack(WORD_FMT, bt), key4 .. spack(WORD_FMT, TIERS + bt)   -- no child / one held child
   local sfx0, sfx1 = '\1' .. rec0, '\1' .. rec1
   local inc, probe = false, true
@@ -290,8 +289,10 @@ local function store_event(slot, blocks, parent, ischild, tier)
       if j > 1 then v = seqs[j - 1] .. (inc and sfx1 or sfx0)
       else v = parent .. (ischild and '\1' or '\0') .. (inc and rec1 or rec0) end
       work = work + 1
-      if redis.call('HSETNX', ebucket(seq), efield(seq), v) == 1 then
-        E[seq] = v
+      -- A new entry is not kept in E: it is in Redis already, and a later event of this call that touches
+      -- it reads it back (rare; one table insert per new block saved).
+      local a, b = byte(seq, 7, 8)
+      if redis.call('HSETNX', K_E .. istr((a * 256 + b) % NB_E), sub(seq, 1, 7), v) == 1 then   -- ebucket, efield
         dh = dh + 1
         if tier ~= 0 then dn = dn + 1 end
         st = 2
@@ -466,9 +467,8 @@ for i = 0, n - 1 do
   prev_applied = done
 end
 
--- Flush buffered writes. Engine maps of slots cleared in this batch are written too (they are dead and
--- reclaimed like the rest).
-gflush()
+-- Flush buffered writes (engine-map writes already went out; those of slots cleared in this batch are
+-- dead and reclaimed like the rest).
 eflush_raw()
 cnt_flush()
 for rid in pairs(Fdirty) do
