@@ -289,10 +289,9 @@ local function store_event(slot, blocks, parent, ischild, tier)
       if j > 1 then v = seqs[j - 1] .. (inc and sfx1 or sfx0)
       else v = parent .. (ischild and '\1' or '\0') .. (inc and rec1 or rec0) end
       work = work + 1
-      -- A new entry is not kept in E: it is in Redis already, and a later event of this call that touches
-      -- it reads it back (rare; one table insert per new block saved).
       local a, b = byte(seq, 7, 8)
       if redis.call('HSETNX', K_E .. istr((a * 256 + b) % NB_E), sub(seq, 1, 7), v) == 1 then   -- ebucket, efield
+        E[seq] = v   -- the next piece of a split event reads its parent, this event's last block
         dh = dh + 1
         if tier ~= 0 then dn = dn + 1 end
         st = 2
