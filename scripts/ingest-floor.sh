@@ -8,7 +8,8 @@
 # Starts its own redis-server on PORT (never one it did not start), loads scripts/ingest-floor/probe.lua and
 # calls each probe CALLS times (default 312: ~20,000 blocks) with 64-block events of random hashes
 # (scripts/ingest-floor/drive.py, after 200 warm-up calls), then runs `kvrouter bench ingest` for the same
-# number of blocks (16 workers, chains on 1 worker, 1 client) on the same server for comparison:
+# number of blocks (16 workers, chains on REPLICAS workers (default 1), 1 client) on the same server for
+# comparison (KVROUTER picks the binary, ROWS the rows):
 #   fl_empty      the FCALL and its 1 KB of arguments
 #   fl_per_block  layout 3's writes for a chain new to the index, nothing else: per block one HSETNX into
 #                 its index bucket and one HSET into its engine-map bucket, key names built in Lua
@@ -44,7 +45,7 @@ row() { # name: one fresh server, warm-up, the measured part
   local pid
   pid=$(redis-cli -p "$port" info server | tr -d '\r' | awk -F: '$1 == "process_id" {print $2}')
   redis-cli -p "$port" -x function load replace <scripts/ingest-floor/probe.lua >/dev/null
-  local bench=("$kvr" bench ingest --store "redis://127.0.0.1:$port" --workers 16 --replicas 1 --clients 1 --repeat 1)
+  local bench=("$kvr" bench ingest --store "redis://127.0.0.1:$port" --workers 16 --replicas "${REPLICAS:-1}" --clients 1 --repeat 1)
   if [[ $name == kvrouter ]]; then "${bench[@]}" --blocks 12800 >/dev/null 2>&1
   else python3 scripts/ingest-floor/drive.py "$port" "$name" 200 64 7 >/dev/null; fi
   [[ -n ${CALLGRIND:-} ]] && callgrind_control -i on "$pid" >/dev/null 2>&1

@@ -10,20 +10,29 @@
 # returns at once, and measures with redis-benchmark, for 1 and 16 clients, the Redis CPU per request
 # (INFO used_cpu_user + used_cpu_sys delta over the run / requests, as `kvrouter bench` does) of:
 #   PING · HGET of a small hash · FCALL of the no-op with 0 keys · FCALL of the no-op with 26 keys
-#   (the length of kvrouter's key list, names as long as a pool's).
+#   (the length of kvrouter's key list, names as long as a pool's) · the least a booked decision does
+#   in Redis, route (11 commands) and done (6), with none of kvrouter's logic (redis-floor/decision.lua):
+#   their sum is a floor under SPEC §9's ≤ 30 µs for any design that books inside Redis.
 # Prints one line per (request, clients) and the load average.
 set -euo pipefail
 port="${1:?usage: scripts/redis-floor.sh PORT [REQUESTS]}"
 n="${2:-50000}"
 . "$(dirname "${BASH_SOURCE[0]}")/own-redis.sh"
 own_redis_start redis-floor "$port"
-redis-cli -p "$port" function load "#!lua name=kvrouter_floor
-redis.register_function('kvrouter_floor_nop', function(keys, args) return 0 end)" >/dev/null
+redis-cli -p "$port" -x function load <"$(dirname "${BASH_SOURCE[0]}")/redis-floor/decision.lua" >/dev/null
 redis-cli -p "$port" hset floor:h a 1 b 2 >/dev/null
-keys=()
+keys=() done_keys=()
+tag="kvr:{706f6f6c2d6e616d652d6f662d747970696361}"
 for k in cfg ro wk seen lv fence sc orph nd dead ls lx ss sx e: g: s: wz hc hu sy lz lc sz lp tc; do
-  keys+=("kvr:{706f6f6c2d6e616d652d6f662d747970696361]:$k")
+  keys+=("$tag:$k")
 done
+for k in lv ls sx lz cfg ro wk seen fence sc hc hu lc; do
+  done_keys+=("$tag:$k")
+done
+prompt=$(head -c 256 /dev/urandom | od -An -tx1 | tr -d ' \n')   # 512 printable bytes: 64 blocks of 8
+route_args=("$prompt" lease-0001 "$(printf 'l%.0s' {1..60})" 1796220000000 "$(printf '%024d' 7)")
+for i in $(seq 14); do route_args+=(""); done
+redis-cli -p "$port" fcall kvrouter_floor_setup 26 "${keys[@]}" "$prompt" >/dev/null
 cpu() { redis-cli -p "$port" info cpu | awk -F: '/used_cpu_(user|sys):/ { s += $2 } END { printf "%.6f", s }'; }
 measure() { # name clients cmd…
   local name=$1 c=$2
@@ -41,5 +50,7 @@ for c in 1 16; do
   measure "HGET (small hash)" "$c" HGET floor:h a
   measure "FCALL no-op, 0 keys" "$c" FCALL kvrouter_floor_nop 0
   measure "FCALL no-op, 26 keys" "$c" FCALL kvrouter_floor_nop 26 "${keys[@]}"
+  measure "floor route (11 commands)" "$c" FCALL kvrouter_floor_route 26 "${keys[@]}" "${route_args[@]}"
+  measure "floor done (6 commands)" "$c" FCALL kvrouter_floor_done 13 "${done_keys[@]}" lease-0001 "$(printf '%024d' 7)"
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
