@@ -220,6 +220,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	sctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
 	defer cancel()
 	err := s.fs.ShutdownWithContext(sctx)
+	// fasthttp's Shutdown closes only the listeners its Serve has registered: when ctx ends before the
+	// goroutine above reached s.fs.Serve, Shutdown finds none, returns at once, and Serve would then
+	// accept forever (seen: TestListenRule hung, stopped right after listening on a loaded box). Closing ln
+	// here ends Serve either way; fasthttp reports a closed listener as a clean stop (nil), and a second
+	// Close only returns an error we drop.
+	_ = ln.Close()
 	if serr := <-errc; serr != nil && err == nil {
 		err = serr
 	}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -183,6 +184,34 @@ func TestOptionsAndConfigValidate(t *testing.T) {
 		c.mut(&cfg)
 		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("want an error naming %q, got %v", c.want, err)
+		}
+	}
+}
+
+// TestServeStopsWhenCancelledBeforeServing: a context that ends before Serve's goroutine reaches
+// fasthttp's Serve (a server stopped right after it listens, on a busy box) must still stop it. fasthttp's
+// Shutdown closes only listeners its Serve registered, so without Serve closing ln itself this hung
+// forever (TestListenRule did, under CI load). With one P the goroutine cannot run before the shutdown,
+// which makes the old order certain rather than likely.
+func TestServeStopsWhenCancelledBeforeServing(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	for i := 0; i < 20; i++ {
+		s, _ := newServer(t, statestore.NewMemory(), DefaultOptions())
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		done := make(chan error, 1)
+		go func() { done <- s.Serve(ctx, ln) }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("Serve after an early cancel: %v", err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatal("Serve did not return within 60 s of a cancel that came before it served")
 		}
 	}
 }
