@@ -30,9 +30,10 @@
 -- strings; a block new to the index is written at once with HSETNX (see store_event), other entry writes
 -- are buffered and flushed at the end; engine-map writes go out at once, one HSET / HDEL per block.
 -- Complexity: O(blocks in the batch) hash operations — one HSETNX per new block (an HGET and an HSET per
--- block other workers hold) plus one engine-map HSET per block — at most the work budget's commands (+ one event's worst case when
--- the first event alone exceeds it) + bounded reclamation (RECLAIM_ENTRIES, SOFT_SWEEP) + while a
--- rescoring of the load order is under way, one step of it (LZ.tick: RESCORE_TICK members).
+-- block other workers hold) plus one engine-map HSET per block — at most the work budget's commands (+ one
+-- event's worst case when the first event alone exceeds it) + bounded reclamation (RECLAIM_ENTRIES,
+-- SOFT_SWEEP) + while a rescoring of the load order is under way, one step of it (LZ.tick: RESCORE_TICK
+-- members).
 bind(KEYS)
 local now = tonumber(ARGV[1])
 local wid = ARGV[2]
@@ -249,7 +250,7 @@ local function store_event(slot, blocks, parent, ischild, tier)
   local nb = #blocks / 16
   local seqs, dup = {}, {}
   local fast = true
-  -- Every block's engine-map entry first (gset_at inlined: this loop runs once per stored block); nothing
+  -- Every block's engine-map entry first (gset inlined: this loop runs once per stored block); nothing
   -- below reads the engine map, so the order against the entries' writes does not matter.
   local gt = gk_of(slot)
   for j = 1, nb do
