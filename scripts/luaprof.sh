@@ -5,6 +5,11 @@
 #
 #   REDIS_SRC=/path/to/redis-7.0.15 scripts/luaprof.sh PORT [DECISIONS [bench route flags…]]
 #   e.g. REDIS_SRC=/root/rsrc/redis-7.0.15 scripts/luaprof.sh 7361 400 --workers 64
+#   BENCH=ingest REDIS_SRC=… scripts/luaprof.sh PORT [BLOCKS [bench ingest flags…]]   # apply_events instead
+#   e.g. BENCH=ingest REDIS_SRC=/root/rsrc/redis-7.0.15 scripts/luaprof.sh 7361 30000 --replicas 4
+#
+# With BENCH=ingest the recording is a whole `kvrouter bench ingest --workers 16 --clients 1 --repeat 1` of
+# BLOCKS blocks (default 30000) from an empty server (pool and workers registered in it, then the events).
 #
 # Needs Redis's source tree built (apt-get source redis; cd redis-7.0.15; make): luaprof links its Lua 5.1
 # (deps/lua, with struct, cmsgpack, bit, cjson) and hiredis. Steps: its own redis-server on PORT (never
@@ -21,7 +26,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 port=${1:?usage: REDIS_SRC=… scripts/luaprof.sh PORT [DECISIONS [bench route flags…]]}
-n=${2:-400}
+n=${2:-}
 shift $(($# < 2 ? $# : 2))
 src=${REDIS_SRC:?REDIS_SRC: a built Redis source tree (apt-get source redis; make)}
 dir=${OUT_DIR:-$(mktemp -d /tmp/luaprof.XXXXXX)}
@@ -43,9 +48,15 @@ cleanup() {
 trap cleanup EXIT
 start() { redis-server --port "$port" --save '' --appendonly no --daemonize yes --dir "$dir" --dbfilename "$1" --logfile "$dir/redis.log"
   for _ in $(seq 200); do [[ $(redis-cli -p "$port" ping 2>/dev/null) == PONG ]] && return 0; sleep 0.1; done; return 1; }
-bench() { "$kvr" bench route --store "redis://127.0.0.1:$port" --prefix prof: --clients 1 --repeat 1 --calibrate 0 --routes "$1" "${@:2}"; }
+if [[ ${BENCH:-route} == ingest ]]; then
+  n=${n:-30000}
+  bench() { "$kvr" bench ingest --store "redis://127.0.0.1:$port" --workers 16 --clients 1 --repeat 1 --blocks "$1" "${@:2}"; }
+else
+  n=${n:-400}
+  bench() { "$kvr" bench route --store "redis://127.0.0.1:$port" --prefix prof: --clients 1 --repeat 1 --calibrate 0 --routes "$1" "${@:2}"; }
+fi
 start base.rdb
-bench 10 "$@" >/dev/null 2>&1
+[[ ${BENCH:-route} == ingest ]] || bench 10 "$@" >/dev/null 2>&1
 redis-cli -p "$port" save >/dev/null
 cp "$dir/base.rdb" "$dir/start.rdb"
 redis-cli -p "$port" monitor >"$dir/monitor.txt" &
