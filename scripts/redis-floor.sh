@@ -30,7 +30,8 @@ for k in lv ls sx lz cfg ro wk seen fence sc hc hu lc; do
   done_keys+=("$tag:$k")
 done
 prompt=$(head -c 256 /dev/urandom | od -An -tx1 | tr -d ' \n')   # 512 printable bytes: 64 blocks of 8
-route_args=("$prompt" lease-0001 "$(printf 'l%.0s' {1..60})" 1796220000000 "$(printf '%024d' 7)")
+lease=lease-0001 member=$(printf '%024d' 7)   # the lease route books and done ends; a load-order member
+route_args=("$prompt" "$lease" "$(printf 'l%.0s' {1..60})" 1796220000000 "$member")
 for i in $(seq 14); do route_args+=(""); done
 redis-cli -p "$port" fcall kvrouter_floor_setup 26 "${keys[@]}" "$prompt" >/dev/null
 cpu() { redis-cli -p "$port" info cpu | awk -F: '/used_cpu_(user|sys):/ { s += $2 } END { printf "%.6f", s }'; }
@@ -51,6 +52,6 @@ for c in 1 16; do
   measure "FCALL no-op, 0 keys" "$c" FCALL kvrouter_floor_nop 0
   measure "FCALL no-op, 26 keys" "$c" FCALL kvrouter_floor_nop 26 "${keys[@]}"
   measure "floor route (11 commands)" "$c" FCALL kvrouter_floor_route 26 "${keys[@]}" "${route_args[@]}"
-  measure "floor done (6 commands)" "$c" FCALL kvrouter_floor_done 13 "${done_keys[@]}" lease-0001 "$(printf '%024d' 7)"
+  measure "floor done (6 commands)" "$c" FCALL kvrouter_floor_done 13 "${done_keys[@]}" "$lease" "$member"
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
