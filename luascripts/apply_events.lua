@@ -1,7 +1,10 @@
 -- apply_events.lua — apply a run of one worker's KV events, in order, exactly once per (worker, dp_rank).
 --
 -- KEYS: the pool's key list (see lib.lua; the body starts with bind(KEYS)).
--- ARGV: [1] now, ms  [2] worker id  [3] event count N  [4] work budget, in Redis commands (0 = none), then
+-- ARGV: [1] now, ms  [2] worker id  [3] event count N  [4] work budget, in Redis commands (0 = none)
+--   [5] engine-map load GLOAD, blocks per bucket (> 0, may be fractional; 0 = never grow): a slot of layout 4
+--   holding more than GLOAD blocks per engine-map bucket gets buckets split at the end of the call (lib.lua
+--   gsplit), then
 --   12 values per event:
 --   kind (1 stored, 2 removed, 3 cleared) · dp rank · event id (20 digits, '' = unordered) ·
 --   event id − 1 (20 digits, '' when the id is 0 or absent) · epoch ('' = unknown) ·
@@ -32,19 +35,21 @@
 -- Complexity: O(blocks in the batch) hash operations — one HSETNX per new block (an HGET and an HSET per
 -- block other workers hold) plus one engine-map HSET per block — at most the work budget's commands (+ one
 -- event's worst case when the first event alone exceeds it) + bounded reclamation (RECLAIM_ENTRIES,
--- SOFT_SWEEP) + while a rescoring of the load order is under way, one step of it (LZ.tick: RESCORE_TICK
+-- SOFT_SWEEP) + per rank of the worker, one engine-map split per GLOAD blocks the call added, at least one,
+-- at most GSPLITS (each an HGETALL of ≤ ~2·GLOAD entries, one HSET and one HDEL) + while a rescoring of the load order is under way, one step of it (LZ.tick: RESCORE_TICK
 -- members).
 bind(KEYS)
 local now = tonumber(ARGV[1])
 local wid = ARGV[2]
 local n = tonumber(ARGV[3])
 local budget = tonumber(ARGV[4])
-local NV = 12   -- values per event
-if not now or not n or not budget or budget < 0 or #ARGV ~= 4 + NV * n then
+local gload = tonumber(ARGV[5])
+local NV, A0 = 12, 5   -- values per event; arguments before the events
+if not now or not n or not budget or budget < 0 or not gload or gload < 0 or #ARGV ~= A0 + NV * n then
   return redis.error_reply('ERR apply_events: bad arguments')
 end
 for i = 0, n - 1 do
-  local b = 4 + NV * i
+  local b = A0 + NV * i
   local kind, blocks = tonumber(ARGV[b + 1]), ARGV[b + 10]
   local rk, tr, bz = tonumber(ARGV[b + 2]), tonumber(ARGV[b + 6]), tonumber(ARGV[b + 7])
   if not (kind == 1 or kind == 2 or kind == 3) or not rk or not tr or not bz or rk % 1 ~= 0 or bz % 1 ~= 0
@@ -69,7 +74,7 @@ local wp = redis.call('HGET', K_WK, wid)
 if not wp then
   -- Every piece is dropped; continuations are not events of their own.
   for i = 0, n - 1 do
-    if ARGV[4 + NV * i + 12] == '0' then res[UW] = res[UW] + 1 end
+    if ARGV[A0 + NV * i + 12] == '0' then res[UW] = res[UW] + 1 end
   end
   return ok_reply(n, 0, 0)
 end
@@ -101,7 +106,7 @@ local function estimate(kind, blob_len, dp)
   return math.ceil(event_blocks(kind, blob_len) * work / applied_blocks)
 end
 
--- Engine maps per bucket key, by field (the engine hash's first 7 bytes; its last byte picks the bucket).
+-- Engine maps per bucket key, by field (the engine hash's first 7 bytes; lib.lua's gbucket picks the bucket).
 -- Reads are cached in GC[gk][field] = seq | false. Writes go to Redis at once, one HSET / HDEL per block
 -- (and into GC when that bucket was read): buffering them to group them per bucket saved ~12 % of their
 -- commands (a 64-block event touches ~57 of a slot's 256 buckets) but cost more Lua than that.
@@ -120,7 +125,7 @@ local function gkb(slot, b)
   return k
 end
 local function gget(slot, engine)
-  local k, f = gkb(slot, string.byte(engine, 8)), gfield(engine)
+  local k, f = gkb(slot, gbucket(engine, gparams(slot))), gfield(engine)
   local m = GC[k]
   if not m then m = {}; GC[k] = m end
   local v = m[f]
@@ -133,7 +138,7 @@ local function gget(slot, engine)
 end
 -- gset: engine hash engine (8 bytes) maps to seq (false: removed). store_event inlines it.
 local function gset(slot, engine, seq)
-  local k, f = gkb(slot, string.byte(engine, 8)), gfield(engine)
+  local k, f = gkb(slot, gbucket(engine, gparams(slot))), gfield(engine)
   if seq then redis.call('HSET', k, f, seq) else redis.call('HDEL', k, f) end
   work = work + 1
   local m = GC[k]
@@ -254,14 +259,22 @@ local function store_event(slot, blocks, parent, ischild, tier)
   local fast = true
   -- Every block's engine-map entry first (gset inlined: this loop runs once per stored block); nothing
   -- below reads the engine map, so the order against the entries' writes does not matter.
-  local gt = gk_of(slot)
+  local gt, g = gk_of(slot), gparams(slot)
+  local fixed, lo, split = g.nb == NB_G, g.lo, g.p
   for j = 1, nb do
     local off = j * 16 - 15
     local seq = sub(blocks, off + 8, off + 15)
     if dup[seq] then fast = false end
     dup[seq] = true
     seqs[j] = seq
-    local b = byte(blocks, off + 7)
+    local b
+    if fixed then b = byte(blocks, off + 7)
+    else   -- gbucket, written out
+      local x, y, z = byte(blocks, off + 5, off + 7)
+      local h = (x * 256 + y) * 256 + z
+      b = h % lo
+      if b < split then b = h % (2 * lo) end
+    end
     local k = gt[b + 1]
     if not k then k = gt[0] .. istr(b); gt[b + 1] = k end   -- gkb
     local f = sub(blocks, off, off + 6)
@@ -364,7 +377,7 @@ end
 
 local next_i, budget_stop, prev_applied = n, 0, true
 for i = 0, n - 1 do
-  local b = 4 + NV * i
+  local b = A0 + NV * i
   local kind, rank = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2])
   local id, idm1, epoch = ARGV[b + 3], ARGV[b + 4], ARGV[b + 5]
   local tier, bsz = tonumber(ARGV[b + 6]), tonumber(ARGV[b + 7])
@@ -472,7 +485,25 @@ end
 -- Flush buffered writes (engine-map writes already went out; those of slots cleared in this batch are
 -- dead and reclaimed like the rest).
 eflush_raw()
-cnt_flush()
+local held = cnt_flush()
+-- Engine maps that outgrew their buckets (lib.lua gparams), per rank of this worker: up to one split per
+-- GLOAD blocks the call added (at least one, at most GSPLITS), so a map keeps up with its rank and the
+-- splits' work stays in proportion to the call's own (one split per call at the default load and ≤ 64
+-- blocks).
+if held and gload > 0 then
+  for r = 1, w[W.DP] do
+    local slot = w[W.SLOTS][r]
+    local h = held[slot]
+    if h then
+      local g = gparams(slot)
+      local left = math.min(math.ceil(math.max(h[2], 1) / gload), GSPLITS)
+      while left > 0 and g.grow and g.nb < GMAX and h[1] > gload * g.nb do
+        gsplit(slot, g)
+        left = left - 1
+      end
+    end
+  end
+end
 for rid in pairs(Fdirty) do
   local f = F[rid]
   local g, r = f[3] and '1' or '0', istr(rid)

@@ -34,8 +34,9 @@
 --  15 e:      prefix of the event index buckets  e:<n>, n = last 14 bits of the sequence hash:
 --                    HASH seq's first 7 bytes -> parent seq(8) .. is_child(1) .. {slot u32, children·8 + tiers i32}*
 --                    (tiers: bit 0 device, 1 host, 2 disk; children: held children of that slot, signed)
---  16 g:      prefix of the engine maps g:<slot>:<n>, n = last byte of the engine hash:
---                    HASH engine hash's first 7 bytes -> seq(8 bytes)
+--  16 g:      prefix of the engine maps g:<slot>:<n>, n = the engine hash's bucket in its slot's map (gbucket:
+--                    its last byte while the map has 256 buckets; linear hashing on its last 3 bytes once it
+--                    grew, sc field 'gn<slot>' = bucket count): HASH engine hash's first 7 bytes -> seq(8 bytes)
 --  17 s:      prefix of the soft index buckets s:<n>, n = last 10 bits of the sequence hash:
 --                    HASH seq(8 bytes) -> {slot u32, expiry_ms double}*
 --  18 wz      ZSET   worker ids, score 0 (memcmp order = candidate order)
@@ -66,7 +67,7 @@
 -- LAYOUT: the key-layout version (SPEC §8 "Layout version"; luascripts.Layout in Go, checked by a test).
 -- Written as cfg field 'layout' by put_pool; every operation meeting a pool whose cfg holds another
 -- version (or none: layout 1, before versions were recorded) answers {'layout_mismatch', found}.
-local LAYOUT = '3'
+local LAYOUT = '4'
 
 local K_CFG, K_ROSTER, K_WK, K_SEEN, K_LD, K_FENCE, K_SC, K_ORPH, K_ND, K_DEAD, K_LS, K_LX, K_SS, K_SX, K_E, K_G, K_S, K_WZ
 local K_HC, K_HU, K_SY, K_LZ, K_LC, K_SZ, K_LP, K_TC, K_LZN
@@ -75,6 +76,7 @@ local LVW            -- this call's loads memo after its first loads write (lv_t
 local LZC            -- this call's pool knobs for lz scores (LZ.knobs), nil until read
 local LZP            -- this call's pending knobs (cfg 'pbin': a rescoring under way), false: none, nil: unread
 local LVC            -- this call's loads chunks read through a partial loads memo (LV_PARTIAL), nil until then
+local GP             -- this call's engine-map parameters per slot (gparams), nil until read
 
 -- bind starts a call: the pool's key names (KEYS as statestore.PoolKeys builds them) and fresh caches.
 local function bind(keys)
@@ -84,7 +86,7 @@ local function bind(keys)
   K_HC, K_HU, K_SY, K_LZ, K_LC, K_SZ, K_LP, K_TC, K_LZN =
     keys[19], keys[20], keys[21], keys[22], keys[23], keys[24], keys[25], keys[26], keys[27]
   ROS, EC, CNT = nil, nil, nil   -- EC and CNT made on first use (most calls of route and done never do)
-  LVW, LZC, LZP, LVC = nil, nil, nil, nil
+  LVW, LZC, LZP, LVC, GP = nil, nil, nil, nil, nil
 end
 
 -- keys_spread returns the full positional key list bind expects from an operation's own keys (luascripts
@@ -132,6 +134,8 @@ end
 -- NB_E: 16384 event buckets keep each listpack near 61 entries at 1 M entries (every HGET scans its bucket
 -- linearly): ~15-20 % less Redis time per route decision than 4096 (~245 entries) for +1.3 B per entry.
 local NB_E, NB_G, NB_S = 16384, 256, 1024
+local GMAX = 8388608           -- engine-map buckets per slot at most (2^23: gbucket hashes 24 bits)
+local GSPLITS = 8              -- engine-map splits per rank and apply_events call at most
 local RECLAIM_ENTRIES = 128    -- dead slots' engine-map entries reclaimed per call (~0.3-0.5 ms at most)
 local SOFT_SWEEP = 256         -- expired soft entries swept per call
 local SESS_SWEEP = 32          -- expired idle session bindings reclaimed per route call
@@ -140,9 +144,67 @@ local RESCORE_TICK = 32        -- lz members rescored by a writing call's LZ.tic
 
 local function ebucket(seq) local a, b = string.byte(seq, 7, 8); return K_E .. istr((a * 256 + b) % NB_E) end
 local function sbucket(seq) local a, b = string.byte(seq, 7, 8); return K_S .. istr((a * 256 + b) % NB_S) end
-local function gkey(slot, engine) return K_G .. istr(slot) .. ':' .. istr(string.byte(engine, 8)) end
+-- Engine maps grow by linear hashing (Litwin, "Linear hashing: a new tool for file and table addressing",
+-- VLDB 1980), one map per slot: a slot created by layout 4 (new_slot) records its bucket count nb in sc
+-- field 'gn<slot>' (256 at first) and, once it holds more than GLOAD·nb blocks, apply_events splits one
+-- bucket per call (gsplit), so every bucket stays a listpack of about GLOAD entries (at most ~2·GLOAD:
+-- the buckets not yet split this round hold twice the others) however many blocks the engine caches
+-- (host-tier offload: millions). A fixed 256 buckets held ~512 entries at 131 k blocks, beyond which
+-- Redis turns a bucket into a hashtable: 2× the memory per entry and 2× the Redis CPU per stored block
+-- (docs/PERFORMANCE.md "Engine maps that grow"). Slots of layout 3 (no 'gn' field) keep 256 for life.
+-- gparams returns slot's parameters {nb, lo = 2^L ≤ nb < 2^(L+1), p = nb − lo (the next bucket to split),
+-- grow}, read once per call (one HGET).
+local function gparams(slot)
+  if not GP then GP = {} end
+  local g = GP[slot]
+  if not g then
+    local v = redis.call('HGET', K_SC, 'gn' .. slot)
+    local nb = tonumber(v or '') or NB_G
+    local lo = NB_G
+    while lo * 2 <= nb do lo = lo * 2 end
+    g = {nb = nb, lo = lo, p = nb - lo, grow = v and true or false}   -- an absent field is false, not nil
+    GP[slot] = g
+  end
+  return g
+end
+-- gbucket: engine hash e's bucket under parameters g. With 256 buckets its last byte (layout 3's
+-- address); else linear hashing's address of h, the hash's last 3 bytes (up to GMAX buckets): h mod lo, or
+-- h mod 2·lo for the buckets already split this round (below p). The bucket number fixes h's low 8 bits
+-- at least, so the 7-byte field still identifies the hash.
+local function gbucket(e, g)
+  if g.nb == NB_G then return string.byte(e, 8) end
+  local a, b, c = string.byte(e, 6, 8)
+  local h = (a * 256 + b) * 256 + c
+  local k = h % g.lo
+  if k < g.p then k = h % (2 * g.lo) end
+  return k
+end
+local function gkey(slot, engine) return K_G .. istr(slot) .. ':' .. istr(gbucket(engine, gparams(slot))) end
+-- gsplit: linear hashing's split of slot's bucket p: its entries whose hash has bit L set (lo = 2^L) move
+-- to bucket p + lo, read from the field (bit L ≥ 8 lies in the hash's bytes 6-7); then nb + 1. One
+-- HGETALL of ≤ ~2·GLOAD entries, one HSET, one HDEL and the count.
+local function gsplit(slot, g)
+  local pre = K_G .. istr(slot) .. ':'
+  local from = pre .. istr(g.p)
+  local kv = redis.call('HGETALL', from)
+  local mv, del, d = {}, {}, g.lo / 256
+  for i = 1, #kv, 2 do
+    local a, b = string.byte(kv[i], 6, 7)
+    if math.floor((a * 256 + b) / d) % 2 == 1 then
+      mv[#mv + 1], mv[#mv + 2] = kv[i], kv[i + 1]
+      del[#del + 1] = kv[i]
+    end
+  end
+  if #del > 0 then
+    redis.call('HSET', pre .. istr(g.p + g.lo), unpack(mv))
+    redis.call('HDEL', from, unpack(del))
+  end
+  g.nb, g.p = g.nb + 1, g.p + 1
+  if g.p == g.lo then g.lo, g.p = 2 * g.lo, 0 end
+  redis.call('HSET', K_SC, 'gn' .. slot, istr(g.nb))
+end
 -- Fields drop the hash's last byte, which the bucket number already fixes (e: its low 14 bits select the
--- bucket; g: its last byte does), so a field is 7 bytes and still unique within its bucket.
+-- bucket; g: its last byte at least does), so a field is 7 bytes and still unique within its bucket.
 local function efield(seq) return string.sub(seq, 1, 7) end
 local function gfield(engine) return string.sub(engine, 1, 7) end
 
@@ -1216,9 +1278,14 @@ local function cnt_add(kind, slot, d)
     CNT[kind][slot] = (CNT[kind][slot] or 0) + d
   end
 end
+-- cnt_flush writes them; it returns slot -> {its new held count, this call's change} for the slots whose count
+-- changed (nil: none).
 local function cnt_flush()
-  if not CNT then return end
-  for slot, d in pairs(CNT.h) do if d ~= 0 then redis.call('HINCRBY', K_SC, 'h' .. istr(slot), istr(d)) end end
+  if not CNT then return nil end
+  local held = {}
+  for slot, d in pairs(CNT.h) do
+    if d ~= 0 then held[slot] = {redis.call('HINCRBY', K_SC, 'h' .. istr(slot), istr(d)), d} end
+  end
   for _, kk in ipairs({{'o', K_ORPH}, {'n', K_ND}}) do
     for slot, d in pairs(CNT[kk[1]]) do
       local f = istr(slot)
@@ -1226,6 +1293,7 @@ local function cnt_flush()
     end
   end
   CNT = nil
+  return held
 end
 
 -- reclaim: bounded deferred deletion of dead slots' entries, then expired soft entries.
@@ -1242,8 +1310,9 @@ local function reclaim(now, budget, softn)
   while left > 0 do
     local slot = redis.call('LINDEX', K_DEAD, 0)
     if not slot then break end
-    local at = redis.call('HMGET', K_SC, 'rc', 'rs')
+    local at = redis.call('HMGET', K_SC, 'rc', 'rs', 'gn' .. slot)
     local cur, cursor = tonumber(at[1] or '0'), '0'
+    local nbd = tonumber(at[3] or '') or NB_G   -- the dead slot's engine-map buckets (gparams)
     -- rs is "<slot>:<bucket>:<cursor>": a cursor is only resumed in the bucket it came from (a build that
     -- reclaimed whole buckets, during a rolling upgrade, moves rc without knowing rs).
     local rs_at = slot .. ':' .. cur .. ':'
@@ -1270,9 +1339,9 @@ local function reclaim(now, budget, softn)
     else
       redis.call('DEL', key)
       cur = cur + 1
-      if cur >= NB_G then
+      if cur >= nbd then
         redis.call('LPOP', K_DEAD)
-        redis.call('HDEL', K_SC, 'rc', 'rs', 'h' .. slot)
+        redis.call('HDEL', K_SC, 'rc', 'rs', 'h' .. slot, 'gn' .. slot)
         redis.call('HDEL', K_ORPH, slot)
         redis.call('HDEL', K_ND, slot)
       else
@@ -1321,7 +1390,12 @@ local function seen_set(wid, t)
 end
 
 -- new_slot allocates a fresh index slot id.
-local function new_slot() return redis.call('HINCRBY', K_SC, 'slot', 1) end
+-- new_slot: a fresh slot id; its engine map starts at NB_G buckets and may grow (gparams).
+local function new_slot()
+  local slot = redis.call('HINCRBY', K_SC, 'slot', 1)
+  redis.call('HSET', K_SC, 'gn' .. slot, istr(NB_G))
+  return slot
+end
 
 -- TTFT cost model and calibration (statestore/ttft.go TTFTCalibration, ttft_route.go), operation by
 -- operation: only + - * / and comparisons on doubles, so every result is Go's bit for bit (Lua 5.1 does not

@@ -1,10 +1,12 @@
 -- migrate.lua — one bounded step of `kvrouter pool migrate`: bring a pool written by an earlier key layout
--- to this one (3). Layout 1 (every pool written before versions were recorded: no cfg field 'layout') has
+-- to this one (4). Layout 3 → 4 changes no data: layout 4 only adds engine maps that grow (lib.lua gparams),
+-- for slots created by layout 4, which record their bucket count in sc field 'gn<slot>'; layout 3's slots
+-- have none and keep its 256 buckets, so the first call records layout 4 and answers done. Layout 1 (every pool written before versions were recorded: no cfg field 'layout') has
 -- layout 2's keys and encodings. Layout 2 → 3 changes data, so the pool is first marked MIGRATING (cfg
 -- field 'layout' = '2>3': routers of layout 2 and 3 alike answer layout_mismatch until it is done, so
 -- nothing writes into a half-converted pool) and its original layout kept in cfg field 'mfrom'; then the
 -- conversions in STEPS run in order, each a function doing one bounded slice per call and answering true
--- once its part is converted (cfg field 'mstep': the current one); the last records layout 3. Pools of any
+-- once its part is converted (cfg field 'mstep': the current one); the last records this layout. Pools of any
 -- other version (or layout-1 pools without the packed knobs 'bin', written by a much older version) are
 -- refused: recreate them.
 -- Steps: migrate_roster (layout 2's one-string roster and loads into chunks), migrate_lz (the load order
@@ -138,6 +140,10 @@ local STEPS = {migrate_roster, migrate_lz, migrate_sz}
 local got = redis.call('HMGET', K_CFG, 'bin', 'layout', 'mfrom')
 local bin, found, from = got[1], got[2], got[3]
 if found == LAYOUT then return {'done', LAYOUT} end
+if found == '3' then
+  redis.call('HSET', K_CFG, 'layout', LAYOUT)
+  return {'done', '3'}
+end
 if not found and not bin and redis.call('EXISTS', K_CFG) == 0 then return {'unknown_pool'} end
 if not found then
   if not bin then return {'unsupported', '1'} end

@@ -1,5 +1,11 @@
 package statestore
 
+import (
+	"context"
+	"strconv"
+	"strings"
+)
+
 // SetApplyWorkBudget sets apply_events' work budget (Redis commands per call) for a test and returns the
 // restore function. Tests that use it must not run in parallel with other Redis tests of the package.
 func SetApplyWorkBudget(n int) (restore func()) {
@@ -13,4 +19,28 @@ func SetApplyWorkBudget(n int) (restore func()) {
 // roster between two pages deterministically.
 func SetExplainPaging(r *Redis, page int, between func(page int)) {
 	r.explainPage, r.explainBetween = page, between
+}
+
+// SetEngineMapLoad sets the engine-map load (blocks per bucket before a split) for a test and returns the
+// restore function. Tests that use it must not run in parallel with other Redis tests of the package.
+func SetEngineMapLoad(n float64) (restore func()) {
+	old := engineMapLoad
+	engineMapLoad = n
+	return func() { engineMapLoad = old }
+}
+
+// EngineMapBuckets returns, for each slot of pool whose engine map records its bucket count (layout 4's
+// slots), that count: the sc fields gn<slot>.
+func EngineMapBuckets(ctx context.Context, r *Redis, pool string) (map[string]int, error) {
+	kv, err := r.c.Do(ctx, r.c.B().Hgetall().Key(PoolKeys(r.prefix, pool)[6]).Build()).AsStrMap()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for k, v := range kv {
+		if n, err := strconv.Atoi(v); err == nil && strings.HasPrefix(k, "gn") {
+			out[strings.TrimPrefix(k, "gn")] = n
+		}
+	}
+	return out, nil
 }

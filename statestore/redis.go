@@ -78,6 +78,16 @@ const (
 // applyWorkBudget is apply_events' work budget in Redis commands (a variable so tests can shrink it).
 var applyWorkBudget = 140
 
+// engineMapLoad is the average engine-map entries per bucket (blocks held per bucket of a slot's engine map)
+// beyond which apply_events splits one bucket (lib.lua gparams: linear hashing). Why 200: a bucket not yet
+// split in the current round holds up to twice the average, and Redis keeps a hash a listpack only up to
+// hash-max-listpack-entries (512 by default; past it the bucket becomes a hashtable for good: 2× the
+// memory per entry and 2× the Redis CPU per stored block); 2·200 plus the spread of a random bucket stays
+// under 512. A 16-worker pool of 1 M entries (62.5 k blocks per rank, ~244 per bucket of 256) grows to ~312
+// buckets per rank. A variable so tests can make maps grow with a few blocks (fractions: below one block
+// per bucket).
+var engineMapLoad = 200.0
+
 // NewRedis returns a Redis store over a client the caller created (it never dials by itself).
 func NewRedis(c rueidis.Client, opts RedisOptions) (*Redis, error) {
 	if opts.Name == "" {

@@ -642,6 +642,40 @@ func TestRedisDifferentialWorkBudget(t *testing.T) {
 	assertCoverage(t, g.cov, steps)
 }
 
+// TestRedisDifferentialEngineMapGrowth: the differential run with an engine-map load of 1/32 block per
+// bucket, so every rank past 8 held blocks splits buckets (lib.lua gsplit) while the generator stores,
+// removes, clears and restarts: still the memory store's decisions, and the maps did grow.
+func TestRedisDifferentialEngineMapGrowth(t *testing.T) {
+	srv := sharedRedis(t)
+	defer statestore.SetEngineMapLoad(1.0 / 32)()
+	steps := 3000
+	if testing.Short() {
+		steps = 1000
+	}
+	rs := newRedisStore(t, srv.Addr())
+	d := &differ{t: t, a: statestore.NewMemory(), b: rs}
+	g := newGen(7)
+	runDiff(t, d, g, steps)
+	t.Logf("coverage: %+v", g.cov)
+	assertCoverage(t, g.cov, steps)
+	grown := 0
+	for _, pool := range g.pools {
+		counts, err := statestore.EngineMapBuckets(context.Background(), rs, pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range counts {
+			if n > 256 {
+				grown++
+			}
+		}
+	}
+	if grown == 0 {
+		t.Errorf("no engine map grew: the run did not exercise the splits")
+	}
+	t.Logf("%d engine maps grew", grown)
+}
+
 // assertCoverage fails the run when the generator no longer exercises what the differential test is for.
 // Minimums are for 6000 steps (about a third of what seeds 1–5 reach) and scale with the step count;
 // the deliberate minorities (unknown hashes, unknown parents, unknown workers) have upper bounds too.
