@@ -3,7 +3,7 @@
 -- KEYS: the pool's key list (see lib.lua; the body starts with bind(KEYS)).
 -- ARGV: [1] now, ms  [2] worker id  [3] event count N  [4] work budget, in Redis commands (0 = none)
 --   [5] engine-map load GLOAD, blocks per bucket (> 0, may be fractional; 0 = never grow): a slot of layout 4
---   holding more than GLOAD blocks per engine-map bucket gets buckets split at the end of the call (lib.lua
+--   holding more than GLOAD blocks per engine-map bucket gets buckets split before the events (lib.lua
 --   gsplit), then
 --   12 values per event:
 --   kind (1 stored, 2 removed, 3 cleared) · dp rank · event id (20 digits, '' = unordered) ·
@@ -35,8 +35,8 @@
 -- Complexity: O(blocks in the batch) hash operations — one HSETNX per new block (an HGET and an HSET per
 -- block other workers hold) plus one engine-map HSET per block — at most the work budget's commands (+ one
 -- event's worst case when the first event alone exceeds it) + bounded reclamation (RECLAIM_ENTRIES,
--- SOFT_SWEEP) + per rank of the worker, one engine-map split per GLOAD blocks the call added, at least one,
--- at most GSPLITS (each an HGETALL of ≤ ~2·GLOAD entries, one HSET and one HDEL) + while a rescoring of the load order is under way, one step of it (LZ.tick: RESCORE_TICK
+-- SOFT_SWEEP) + per rank the events name, up to GSPLITS engine-map splits within half the work budget (each
+-- an HGETALL of ≤ ~2·GLOAD entries, one HSET and one HDEL) + while a rescoring of the load order is under way, one step of it (LZ.tick: RESCORE_TICK
 -- members).
 bind(KEYS)
 local now = tonumber(ARGV[1])
@@ -375,6 +375,28 @@ local function clear_rank(r)
   work = work + 2
 end
 
+-- Engine maps that outgrew their buckets (lib.lua gparams: more than GLOAD held blocks per bucket), for
+-- the ranks this call's events name, before any event: at most GSPLITS splits per rank, and only while
+-- the work spent stays under half the budget. A split is charged to the budget (2 commands and a quarter
+-- of one per entry it read: ~1 µs per entry against ~4 µs per command), so the call carries fewer blocks
+-- and its time stays bounded. At the default GLOAD a rank needs a split every ~200 blocks it adds, i.e.
+-- one every few calls of ≤ 64 blocks; the held count read is the last call's, so a map lags by one call.
+if gload > 0 then
+  local ranks = {}
+  for i = 0, n - 1 do
+    local rank = tonumber(ARGV[A0 + NV * i + 2])
+    if rank >= 0 and rank < w[W.DP] and not ranks[rank] then
+      ranks[rank] = true
+      local slot = w[W.SLOTS][rank + 1]
+      local g, k = gparams(slot), 0
+      while g.grow and g.nb < GMAX and g.h > gload * g.nb and k < GSPLITS and (budget == 0 or work < budget / 2) do
+        work = work + 2 + math.ceil(gsplit(slot, g) / 4)
+        k = k + 1
+      end
+    end
+  end
+end
+
 local next_i, budget_stop, prev_applied = n, 0, true
 for i = 0, n - 1 do
   local b = A0 + NV * i
@@ -485,25 +507,7 @@ end
 -- Flush buffered writes (engine-map writes already went out; those of slots cleared in this batch are
 -- dead and reclaimed like the rest).
 eflush_raw()
-local held = cnt_flush()
--- Engine maps that outgrew their buckets (lib.lua gparams), per rank of this worker: up to one split per
--- GLOAD blocks the call added (at least one, at most GSPLITS), so a map keeps up with its rank and the
--- splits' work stays in proportion to the call's own (one split per call at the default load and ≤ 64
--- blocks).
-if held and gload > 0 then
-  for r = 1, w[W.DP] do
-    local slot = w[W.SLOTS][r]
-    local h = held[slot]
-    if h then
-      local g = gparams(slot)
-      local left = math.min(math.ceil(math.max(h[2], 1) / gload), GSPLITS)
-      while left > 0 and g.grow and g.nb < GMAX and h[1] > gload * g.nb do
-        gsplit(slot, g)
-        left = left - 1
-      end
-    end
-  end
-end
+cnt_flush()
 for rid in pairs(Fdirty) do
   local f = F[rid]
   local g, r = f[3] and '1' or '0', istr(rid)

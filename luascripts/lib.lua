@@ -153,16 +153,17 @@ local function sbucket(seq) local a, b = string.byte(seq, 7, 8); return K_S .. i
 -- Redis turns a bucket into a hashtable: 2× the memory per entry and 2× the Redis CPU per stored block
 -- (docs/PERFORMANCE.md "Engine maps that grow"). Slots of layout 3 (no 'gn' field) keep 256 for life.
 -- gparams returns slot's parameters {nb, lo = 2^L ≤ nb < 2^(L+1), p = nb − lo (the next bucket to split),
--- grow}, read once per call (one HGET).
+-- grow, h = the slot's held blocks}, read once per call (one HMGET).
 local function gparams(slot)
   if not GP then GP = {} end
   local g = GP[slot]
   if not g then
-    local v = redis.call('HGET', K_SC, 'gn' .. slot)
-    local nb = tonumber(v or '') or NB_G
+    local v = redis.call('HMGET', K_SC, 'gn' .. slot, 'h' .. slot)
+    local nb = tonumber(v[1] or '') or NB_G
     local lo = NB_G
     while lo * 2 <= nb do lo = lo * 2 end
-    g = {nb = nb, lo = lo, p = nb - lo, grow = v and true or false}   -- an absent field is false, not nil
+    -- An absent field is false, not nil.
+    g = {nb = nb, lo = lo, p = nb - lo, grow = v[1] and true or false, h = tonumber(v[2] or '') or 0}
     GP[slot] = g
   end
   return g
@@ -182,7 +183,9 @@ end
 local function gkey(slot, engine) return K_G .. istr(slot) .. ':' .. istr(gbucket(engine, gparams(slot))) end
 -- gsplit: linear hashing's split of slot's bucket p: its entries whose hash has bit L set (lo = 2^L) move
 -- to bucket p + lo, read from the field (bit L ≥ 8 lies in the hash's bytes 6-7); then nb + 1. One
--- HGETALL of ≤ ~2·GLOAD entries, one HSET, one HDEL and the count.
+-- HGETALL of ≤ ~2·GLOAD entries, one HSET, one HDEL and the count. Returns the entries read: the split
+-- costs ~1 µs per entry (HSET and HDEL of many fields scan the listpack per field), 0.2–0.7 ms for a bucket
+-- of 200–400 entries (docs/PERFORMANCE.md "Engine maps that grow").
 local function gsplit(slot, g)
   local pre = K_G .. istr(slot) .. ':'
   local from = pre .. istr(g.p)
@@ -202,6 +205,7 @@ local function gsplit(slot, g)
   g.nb, g.p = g.nb + 1, g.p + 1
   if g.p == g.lo then g.lo, g.p = 2 * g.lo, 0 end
   redis.call('HSET', K_SC, 'gn' .. slot, istr(g.nb))
+  return #kv / 2
 end
 -- Fields drop the hash's last byte, which the bucket number already fixes (e: its low 14 bits select the
 -- bucket; g: its last byte at least does), so a field is 7 bytes and still unique within its bucket.
@@ -1278,14 +1282,9 @@ local function cnt_add(kind, slot, d)
     CNT[kind][slot] = (CNT[kind][slot] or 0) + d
   end
 end
--- cnt_flush writes them; it returns slot -> {its new held count, this call's change} for the slots whose count
--- changed (nil: none).
 local function cnt_flush()
-  if not CNT then return nil end
-  local held = {}
-  for slot, d in pairs(CNT.h) do
-    if d ~= 0 then held[slot] = {redis.call('HINCRBY', K_SC, 'h' .. istr(slot), istr(d)), d} end
-  end
+  if not CNT then return end
+  for slot, d in pairs(CNT.h) do if d ~= 0 then redis.call('HINCRBY', K_SC, 'h' .. istr(slot), istr(d)) end end
   for _, kk in ipairs({{'o', K_ORPH}, {'n', K_ND}}) do
     for slot, d in pairs(CNT[kk[1]]) do
       local f = istr(slot)
@@ -1293,7 +1292,6 @@ local function cnt_flush()
     end
   end
   CNT = nil
-  return held
 end
 
 -- reclaim: bounded deferred deletion of dead slots' entries, then expired soft entries.
