@@ -35,8 +35,8 @@
 -- Complexity: O(blocks in the batch) hash operations — one HSETNX per new block (an HGET and an HSET per
 -- block other workers hold) plus one engine-map HSET per block — at most the work budget's commands (+ one
 -- event's worst case when the first event alone exceeds it) + bounded reclamation (RECLAIM_ENTRIES,
--- SOFT_SWEEP) + per rank the events name, up to GSPLITS engine-map splits within half the work budget (each
--- an HGETALL of ≤ ~2·GLOAD entries, one HSET and one HDEL) + while a rescoring of the load order is under way, one step of it (LZ.tick: RESCORE_TICK
+-- SOFT_SWEEP) + per rank the events name, one engine-map split, up to GSPLITS within half the work budget
+-- (each an HGETALL of ≤ ~2·GLOAD entries, one HSET and one HDEL) + while a rescoring of the load order is under way, one step of it (LZ.tick: RESCORE_TICK
 -- members).
 bind(KEYS)
 local now = tonumber(ARGV[1])
@@ -376,10 +376,10 @@ local function clear_rank(r)
 end
 
 -- Engine maps that outgrew their buckets (lib.lua gparams: more than GLOAD held blocks per bucket), for
--- the ranks this call's events name, before any event: at most GSPLITS splits per rank, and only while
--- the work spent stays under half the budget. A split is charged to the budget (2 commands and a quarter
--- of one per entry it read: ~1 µs per entry against ~4 µs per command), so the call carries fewer blocks
--- and its time stays bounded. At the default GLOAD a rank needs a split every ~200 blocks it adds, i.e.
+-- the ranks this call's events name, before any event: one split, and more (up to GSPLITS per rank) only
+-- while they fit in half the budget. A split is charged to the budget (2 commands and a quarter of one per
+-- entry it read: ~1 µs per entry against ~4 µs per command), so the call carries fewer blocks and its time
+-- stays bounded. At the default GLOAD a rank needs a split every ~200 blocks it adds, i.e.
 -- one every few calls of ≤ 64 blocks; the held count read is the last call's, so a map lags by one call.
 if gload > 0 then
   local ranks = {}
@@ -389,7 +389,10 @@ if gload > 0 then
       ranks[rank] = true
       local slot = w[W.SLOTS][rank + 1]
       local g, k = gparams(slot), 0
-      while g.grow and g.nb < GMAX and g.h > gload * g.nb and k < GSPLITS and (budget == 0 or work < budget / 2) do
+      while g.grow and g.nb < GMAX and g.h > gload * g.nb and k < GSPLITS do
+        -- The next split's cost, its bucket at the most (twice the average) as it is charged below.
+        local est = 2 + math.ceil(2 * g.h / g.nb / 4)
+        if k > 0 and budget > 0 and work + est > budget / 2 then break end
         work = work + 2 + math.ceil(gsplit(slot, g) / 4)
         k = k + 1
       end
