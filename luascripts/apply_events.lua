@@ -4,7 +4,7 @@
 -- ARGV: [1] now, ms  [2] worker id  [3] event count N  [4] work budget, in Redis commands (0 = none)
 --   [5] engine-map load GLOAD, blocks per bucket (> 0, may be fractional; 0 = never grow): a slot of layout 4
 --   holding more than GLOAD blocks per engine-map bucket gets buckets split before the events (lib.lua
---   gsplit), then
+--   lh_split)  [6] event-index load ELOAD, entries per bucket, the same for the pool's event index, then
 --   12 values per event:
 --   kind (1 stored, 2 removed, 3 cleared) · dp rank · event id (20 digits, '' = unordered) ·
 --   event id − 1 (20 digits, '' when the id is 0 or absent) · epoch ('' = unknown) ·
@@ -35,17 +35,18 @@
 -- Complexity: O(blocks in the batch) hash operations — one HSETNX per new block (an HGET and an HSET per
 -- block other workers hold) plus one engine-map HSET per block — at most the work budget's commands (+ one
 -- event's worst case when the first event alone exceeds it) + bounded reclamation (RECLAIM_ENTRIES,
--- SOFT_SWEEP) + per rank the events name, one engine-map split, up to GSPLITS within half the work budget
--- (each an HGETALL of ≤ ~2·GLOAD entries, one HSET and one HDEL) + while a rescoring of the load order is under way, one step of it (LZ.tick: RESCORE_TICK
+-- SOFT_SWEEP) + for the event index and per rank the events name, one split of its map, up to GSPLITS
+-- within half the work budget (each an HGETALL of ≤ ~2 loads of entries, one HSET and one HDEL) + while a rescoring of the load order is under way, one step of it (LZ.tick: RESCORE_TICK
 -- members).
 bind(KEYS)
 local now = tonumber(ARGV[1])
 local wid = ARGV[2]
 local n = tonumber(ARGV[3])
 local budget = tonumber(ARGV[4])
-local gload = tonumber(ARGV[5])
-local NV, A0 = 12, 5   -- values per event; arguments before the events
-if not now or not n or not budget or budget < 0 or not gload or gload < 0 or #ARGV ~= A0 + NV * n then
+local gload, eload = tonumber(ARGV[5]), tonumber(ARGV[6])
+local NV, A0 = 12, 6   -- values per event; arguments before the events
+if not now or not n or not budget or budget < 0 or not gload or gload < 0 or not eload or eload < 0
+  or #ARGV ~= A0 + NV * n then
   return redis.error_reply('ERR apply_events: bad arguments')
 end
 for i = 0, n - 1 do
@@ -190,9 +191,10 @@ local function eflush_raw()
   for seq in pairs(ED) do
     local s = E[seq]
     local k = EB[seq] or ebucket(seq)
-    if #s <= HDR then redis.call('HDEL', k, sub(seq, 1, 7)) else redis.call('HSET', k, sub(seq, 1, 7), s) end
+    if #s <= HDR then ENC = ENC - redis.call('HDEL', k, sub(seq, 1, 7)) else ENC = ENC + redis.call('HSET', k, sub(seq, 1, 7), s) end
   end
   ED = {}
+  en_flush()
 end
 
 local NO_HDR = string.rep('\0', HDR)   -- no parent, not a child
@@ -305,8 +307,8 @@ local function store_event(slot, blocks, parent, ischild, tier)
       if j > 1 then v = seqs[j - 1] .. (inc and sfx1 or sfx0)
       else v = parent .. (ischild and '\1' or '\0') .. (inc and rec1 or rec0) end
       work = work + 1
-      local a, b = byte(seq, 7, 8)
-      if redis.call('HSETNX', K_E .. istr((a * 256 + b) % NB_E), sub(seq, 1, 7), v) == 1 then   -- ebucket, efield
+      if redis.call('HSETNX', ebucket(seq), sub(seq, 1, 7), v) == 1 then   -- efield
+        ENC = ENC + 1
         E[seq] = v   -- the next piece of a split event reads its parent, this event's last block
         dh = dh + 1
         if tier ~= 0 then dn = dn + 1 end
@@ -375,12 +377,30 @@ local function clear_rank(r)
   work = work + 2
 end
 
--- Engine maps that outgrew their buckets (lib.lua gparams: more than GLOAD held blocks per bucket), for
--- the ranks this call's events name, before any event: one split, and more (up to GSPLITS per rank) only
--- while they fit in half the budget. A split is charged to the budget (2 commands and a quarter of one per
--- entry it read: ~1 µs per entry against ~4 µs per command), so the call carries fewer blocks and its time
--- stays bounded. At the default GLOAD a rank needs a split every ~200 blocks it adds, i.e.
--- one every few calls of ≤ 64 blocks; the held count read is the last call's, so a map lags by one call.
+-- Maps that outgrew their buckets (lib.lua lh_params: more than their load of entries per bucket), before
+-- any event: the event index, then the engine maps of the ranks this call's events name; for each, one
+-- split, and more (up to GSPLITS) only while they fit in half the budget. A split is charged to the budget
+-- (2 commands and a quarter of one per entry it read: ~1 µs per entry against ~4 µs per command), so the
+-- call carries fewer blocks and its time stays bounded. At the default loads an engine map needs a split
+-- every ~200 blocks its rank adds and the index one every ~64 entries the pool adds; the entry counts read
+-- are the last call's, so a map lags by one call.
+-- grow_map splits map g (bucket keys pre .. n, count in sc field cnt) while it holds more than load·nb of
+-- its entries.
+local function grow_map(pre, g, cnt, entries, load)
+  local k = 0
+  while g.grow and g.nb < GMAX and entries > load * g.nb and k < GSPLITS do
+    -- The next split's cost, its bucket at the most (twice the average) as it is charged below.
+    local est = 2 + math.ceil(2 * entries / g.nb / 4)
+    if k > 0 and budget > 0 and work + est > budget / 2 then break end
+    work = work + 2 + math.ceil(lh_split(pre, g, cnt) / 4)
+    k = k + 1
+  end
+end
+if eload > 0 then
+  local v = redis.call('HMGET', K_SC, 'egn', 'en')
+  EGN = v[1]
+  grow_map(K_E, eparams(), 'egn', tonumber(v[2] or '') or 0, eload)
+end
 if gload > 0 then
   local ranks = {}
   for i = 0, n - 1 do
@@ -388,14 +408,8 @@ if gload > 0 then
     if rank >= 0 and rank < w[W.DP] and not ranks[rank] then
       ranks[rank] = true
       local slot = w[W.SLOTS][rank + 1]
-      local g, k = gparams(slot), 0
-      while g.grow and g.nb < GMAX and g.h > gload * g.nb and k < GSPLITS do
-        -- The next split's cost, its bucket at the most (twice the average) as it is charged below.
-        local est = 2 + math.ceil(2 * g.h / g.nb / 4)
-        if k > 0 and budget > 0 and work + est > budget / 2 then break end
-        work = work + 2 + math.ceil(gsplit(slot, g) / 4)
-        k = k + 1
-      end
+      local g = gparams(slot)
+      grow_map(K_G .. istr(slot) .. ':', g, 'gn' .. slot, g.h, gload)
     end
   end
 end

@@ -31,7 +31,8 @@
 --  12 lx      ZSET   request id scored by lease expiry, ms
 --  13 ss      HASH   session id -> cmsgpack {rid, wid, gen, active, idle_at_ms}
 --  14 sx      ZSET   soft entry (seq 8 bytes .. slot 4 bytes) scored by expiry, ms
---  15 e:      prefix of the event index buckets  e:<n>, n = last 14 bits of the sequence hash:
+--  15 e:      prefix of the event index buckets  e:<n>, n = the sequence hash's bucket (ebucket: its last 14 bits
+--                    while the index has 16,384 buckets; linear hashing once it grew, sc 'egn' = bucket count):
 --                    HASH seq's first 7 bytes -> parent seq(8) .. is_child(1) .. {slot u32, children·8 + tiers i32}*
 --                    (tiers: bit 0 device, 1 host, 2 disk; children: held children of that slot, signed)
 --  16 g:      prefix of the engine maps g:<slot>:<n>, n = the engine hash's bucket in its slot's map (gbucket:
@@ -77,6 +78,9 @@ local LZC            -- this call's pool knobs for lz scores (LZ.knobs), nil unt
 local LZP            -- this call's pending knobs (cfg 'pbin': a rescoring under way), false: none, nil: unread
 local LVC            -- this call's loads chunks read through a partial loads memo (LV_PARTIAL), nil until then
 local GP             -- this call's engine-map parameters per slot (gparams), nil until read
+-- This call's event-index bucket count as read (nil: unread; false: none), its parameters (eparams) and the
+-- entries it created minus those it deleted (en_add).
+local EGN, EP, ENC
 
 -- bind starts a call: the pool's key names (KEYS as statestore.PoolKeys builds them) and fresh caches.
 local function bind(keys)
@@ -87,6 +91,7 @@ local function bind(keys)
     keys[19], keys[20], keys[21], keys[22], keys[23], keys[24], keys[25], keys[26], keys[27]
   ROS, EC, CNT = nil, nil, nil   -- EC and CNT made on first use (most calls of route and done never do)
   LVW, LZC, LZP, LVC, GP = nil, nil, nil, nil, nil
+  EGN, EP, ENC = nil, nil, 0
 end
 
 -- keys_spread returns the full positional key list bind expects from an operation's own keys (luascripts
@@ -142,52 +147,38 @@ local SESS_SWEEP = 32          -- expired idle session bindings reclaimed per ro
 local SESS_CAP = 262144        -- live session bindings per pool (statestore.MaxSessionsPerPool)
 local RESCORE_TICK = 32        -- lz members rescored by a writing call's LZ.tick (~0.05 ms at 4,096 ranks)
 
-local function ebucket(seq) local a, b = string.byte(seq, 7, 8); return K_E .. istr((a * 256 + b) % NB_E) end
 local function sbucket(seq) local a, b = string.byte(seq, 7, 8); return K_S .. istr((a * 256 + b) % NB_S) end
--- Engine maps grow by linear hashing (Litwin, "Linear hashing: a new tool for file and table addressing",
--- VLDB 1980), one map per slot: a slot created by layout 4 (new_slot) records its bucket count nb in sc
--- field 'gn<slot>' (256 at first) and, once it holds more than GLOAD·nb blocks, apply_events splits one
--- bucket per call (gsplit), so every bucket stays a listpack of about GLOAD entries (at most ~2·GLOAD:
--- the buckets not yet split this round hold twice the others) however many blocks the engine caches
--- (host-tier offload: millions). A fixed 256 buckets held ~512 entries at 131 k blocks, beyond which
--- Redis turns a bucket into a hashtable: 2× the memory per entry and 2× the Redis CPU per stored block
--- (docs/PERFORMANCE.md "Engine maps that grow"). Slots of layout 3 (no 'gn' field) keep 256 for life.
--- gparams returns slot's parameters {nb, lo = 2^L ≤ nb < 2^(L+1), p = nb − lo (the next bucket to split),
--- grow, h = the slot's held blocks}, read once per call (one HMGET).
-local function gparams(slot)
-  if not GP then GP = {} end
-  local g = GP[slot]
-  if not g then
-    local v = redis.call('HMGET', K_SC, 'gn' .. slot, 'h' .. slot)
-    local nb = tonumber(v[1] or '') or NB_G
-    local lo = NB_G
-    while lo * 2 <= nb do lo = lo * 2 end
-    -- An absent field is false, not nil.
-    g = {nb = nb, lo = lo, p = nb - lo, grow = v[1] and true or false, h = tonumber(v[2] or '') or 0}
-    GP[slot] = g
-  end
-  return g
+-- Bucketed maps that grow: the event index (pool-wide, e:) and each slot's engine map (g:<slot>:) split
+-- their buckets by linear hashing (Litwin, "Linear hashing: a new tool for file and table addressing",
+-- VLDB 1980), so every bucket stays a listpack of about GLOAD entries (at most ~2·GLOAD: the buckets not
+-- yet split this round hold twice the others) however many entries the map holds. Fixed counts (16,384
+-- index buckets, 256 per engine map) put 512 entries in a bucket at 8.4 M index entries or 131 k blocks
+-- on one rank (host-tier offload: millions), beyond which Redis turns a bucket into a hashtable for good:
+-- 2× the memory per entry (docs/PERFORMANCE.md "Engine maps that grow"). A map created by layout 4 records
+-- its bucket count in sc (event index 'egn', written by put_pool when it creates the pool; engine map
+-- 'gn<slot>', by new_slot); a map without one (written by layout 3) keeps its fixed count for life. Its
+-- parameters {nb, lo = 2^L ≤ nb < 2^(L+1), p = nb − lo (the next bucket to split), grow}: lh_params.
+local function lh_params(v, base)
+  local nb = tonumber(v or '') or base
+  local lo = base
+  while lo * 2 <= nb do lo = lo * 2 end
+  return {nb = nb, lo = lo, p = nb - lo, grow = v and true or false}   -- an absent field is false, not nil
 end
--- gbucket: engine hash e's bucket under parameters g. With 256 buckets its last byte (layout 3's
--- address); else linear hashing's address of h, the hash's last 3 bytes (up to GMAX buckets): h mod lo, or
--- h mod 2·lo for the buckets already split this round (below p). The bucket number fixes h's low 8 bits
--- at least, so the 7-byte field still identifies the hash.
-local function gbucket(e, g)
-  if g.nb == NB_G then return string.byte(e, 8) end
-  local a, b, c = string.byte(e, 6, 8)
-  local h = (a * 256 + b) * 256 + c
+-- lh_addr: the bucket of h (a hash's last 3 bytes: up to GMAX buckets) under parameters g: h mod lo, or
+-- h mod 2·lo for the buckets already split this round (below p). With the base count (2^14 or 2^8) that is
+-- layout 3's address (the low 14 bits; the last byte). The bucket fixes h's low 8 bits at least, so a
+-- 7-byte field (the hash's first 7 bytes) still identifies the hash.
+local function lh_addr(h, g)
   local k = h % g.lo
   if k < g.p then k = h % (2 * g.lo) end
   return k
 end
-local function gkey(slot, engine) return K_G .. istr(slot) .. ':' .. istr(gbucket(engine, gparams(slot))) end
--- gsplit: linear hashing's split of slot's bucket p: its entries whose hash has bit L set (lo = 2^L) move
--- to bucket p + lo, read from the field (bit L ≥ 8 lies in the hash's bytes 6-7); then nb + 1. One
--- HGETALL of ≤ ~2·GLOAD entries, one HSET, one HDEL and the count. Returns the entries read: the split
--- costs ~1 µs per entry (HSET and HDEL of many fields scan the listpack per field), 0.2–0.7 ms for a bucket
--- of 200–400 entries (docs/PERFORMANCE.md "Engine maps that grow").
-local function gsplit(slot, g)
-  local pre = K_G .. istr(slot) .. ':'
+-- lh_split: linear hashing's split of bucket p of the map whose bucket keys are pre .. n: its entries
+-- whose hash has bit L set (lo = 2^L) move to bucket p + lo, read from the field (bit L ≥ 8 lies in the
+-- hash's bytes 6-7); then nb + 1, written to sc field cnt. One HGETALL of ≤ ~2·GLOAD entries, one HSET, one
+-- HDEL and the count. Returns the entries read: a split costs ~1 µs per entry (HSET and HDEL of many fields
+-- scan the listpack once per field), 0.15 ms at 200 entries, 0.4–0.7 ms at 400.
+local function lh_split(pre, g, cnt)
   local from = pre .. istr(g.p)
   local kv = redis.call('HGETALL', from)
   local mv, del, d = {}, {}, g.lo / 256
@@ -204,9 +195,51 @@ local function gsplit(slot, g)
   end
   g.nb, g.p = g.nb + 1, g.p + 1
   if g.p == g.lo then g.lo, g.p = 2 * g.lo, 0 end
-  redis.call('HSET', K_SC, 'gn' .. slot, istr(g.nb))
+  redis.call('HSET', K_SC, cnt, istr(g.nb))
   return #kv / 2
 end
+-- eparams: the event index's parameters (lh_params), once per call; ros() reads its count with the roster
+-- stamp (one HMGET), else one HGET.
+local function eparams()
+  if not EP then
+    if EGN == nil then EGN = redis.call('HGET', K_SC, 'egn') end
+    EP = lh_params(EGN, NB_E)
+  end
+  return EP
+end
+-- ebn: the event-index bucket number of a sequence hash whose bytes 6, 7, 8 are x, a, b.
+local function ebn(x, a, b)
+  local g = eparams()
+  if g.nb == NB_E then return (a * 256 + b) % NB_E end
+  return lh_addr((x * 256 + a) * 256 + b, g)
+end
+local function ebucket(seq) return K_E .. istr(ebn(string.byte(seq, 6, 8))) end
+-- en_add counts event-index entries created (d > 0) or deleted (d < 0) by this call; en_flush adds them to
+-- sc 'en', the index's entry count (what its growth is decided by). Pools of layout 3 have no count.
+local function en_add(d) ENC = ENC + d end
+local function en_flush()
+  if ENC ~= 0 then redis.call('HINCRBY', K_SC, 'en', istr(ENC)); ENC = 0 end
+end
+-- gparams returns slot's engine-map parameters (lh_params) and h, the slot's held blocks (the entries of
+-- its map), read once per call (one HMGET).
+local function gparams(slot)
+  if not GP then GP = {} end
+  local g = GP[slot]
+  if not g then
+    local v = redis.call('HMGET', K_SC, 'gn' .. slot, 'h' .. slot)
+    g = lh_params(v[1], NB_G)
+    g.h = tonumber(v[2] or '') or 0
+    GP[slot] = g
+  end
+  return g
+end
+-- gbucket: engine hash e's bucket under parameters g (the last byte while the map has 256 buckets).
+local function gbucket(e, g)
+  if g.nb == NB_G then return string.byte(e, 8) end
+  local a, b, c = string.byte(e, 6, 8)
+  return lh_addr((a * 256 + b) * 256 + c, g)
+end
+local function gkey(slot, engine) return K_G .. istr(slot) .. ':' .. istr(gbucket(engine, gparams(slot))) end
 -- Fields drop the hash's last byte, which the bucket number already fixes (e: its low 14 bits select the
 -- bucket; g: its last byte at least does), so a field is 7 bytes and still unique within its bucket.
 local function efield(seq) return string.sub(seq, 1, 7) end
@@ -359,7 +392,9 @@ end
 -- ros returns the parsed directory, memoized across calls by stamp (or by content, without a stamp).
 local function ros()
   if not ROS then
-    local stamp = redis.call('HGET', K_SC, 'rv')
+    local got = redis.call('HMGET', K_SC, 'rv', 'egn')   -- the event index's count too (eparams)
+    local stamp = got[1] or nil
+    if EGN == nil then EGN = got[2] end
     local key = nil
     if stamp then
       key = K_ROSTER .. '\0' .. stamp
@@ -1264,15 +1299,16 @@ local function eflush()
   for seq, e in pairs(EC or {}) do
     if e.dirty then
       if #e.recs == 0 then
-        redis.call('HDEL', ebucket(seq), efield(seq))
+        en_add(-redis.call('HDEL', ebucket(seq), efield(seq)))
       else
         local parts = {e.hdr}
         for i, r in ipairs(e.recs) do parts[i + 1] = struct.pack(ENT.FMT, r[1], r[3] * ENT.TIERS + r[2]) end
-        redis.call('HSET', ebucket(seq), efield(seq), table.concat(parts))
+        en_add(redis.call('HSET', ebucket(seq), efield(seq), table.concat(parts)))
       end
     end
   end
   EC = nil
+  en_flush()
 end
 
 -- Counter deltas (held, orphans, non-device) per slot (CNT), flushed at the end.

@@ -1,7 +1,8 @@
 -- migrate.lua — one bounded step of `kvrouter pool migrate`: bring a pool written by an earlier key layout
--- to this one (4). Layout 3 → 4 changes no data: layout 4 only adds engine maps that grow (lib.lua gparams),
--- for slots created by layout 4, which record their bucket count in sc field 'gn<slot>'; layout 3's slots
--- have none and keep its 256 buckets, so the first call records layout 4 and answers done. Layout 1 (every pool written before versions were recorded: no cfg field 'layout') has
+-- to this one (4). Layout 3 → 4 changes no data: layout 4 only adds maps that grow (lib.lua lh_params), for
+-- pools and slots created by layout 4, which record their bucket counts in sc ('egn', 'gn<slot>'); layout
+-- 3's have none and keep 16,384 index and 256 engine-map buckets, so the first call records layout 4 and
+-- answers done. Layout 1 (every pool written before versions were recorded: no cfg field 'layout') has
 -- layout 2's keys and encodings. Layout 2 → 3 changes data, so the pool is first marked MIGRATING (cfg
 -- field 'layout' = '2>3': routers of layout 2 and 3 alike answer layout_mismatch until it is done, so
 -- nothing writes into a half-converted pool) and its original layout kept in cfg field 'mfrom'; then the

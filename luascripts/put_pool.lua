@@ -1,5 +1,6 @@
 -- put_pool.lua — create or update a pool's knobs. block_size cannot change while workers are registered.
--- A new pool records this library's layout version (cfg field 'layout'); an existing pool of another
+-- A new pool records this library's layout version (cfg field 'layout') and its event index's bucket count
+-- (sc field 'egn': an index that grows, lib.lua lh_params); an existing pool of another
 -- layout is refused (`kvrouter pool migrate|recreate` first), never re-stamped over data it cannot read.
 -- A change of a knob the load order is scored by (prefill_load_scale, decode_active_request_weight,
 -- block_size) on a pool with lz members does not take effect here: the knobs become pending and lz is
@@ -43,4 +44,6 @@ if was then
   if LZ.pending() then LZ.cancel() end
 end
 redis.call('HSET', K_CFG, 'layout', LAYOUT, 'bin', bin, unpack(ARGV))
+-- A new pool's event index grows (lib.lua lh_params): its bucket count, from the base.
+if not was then redis.call('HSET', K_SC, 'egn', istr(NB_E)) end
 return {'ok'}

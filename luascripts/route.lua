@@ -155,8 +155,8 @@ local function event_entry(i)
   local s = ER[i]
   if not s then
     local o = i * SEQ_LEN
-    local a, b = string.byte(seqs, o + SEQ_LEN - 1, o + SEQ_LEN)
-    s = redis.call('HGET', K_E .. istr((a * 256 + b) % NB_E), string.sub(seqs, o + 1, o + SEQ_LEN - 1)) or ''
+    s = redis.call('HGET', K_E .. istr(ebn(string.byte(seqs, o + SEQ_LEN - 2, o + SEQ_LEN))),
+      string.sub(seqs, o + 1, o + SEQ_LEN - 1)) or ''
     ER[i] = s
   end
   return s

@@ -29,8 +29,16 @@ func SetEngineMapLoad(n float64) (restore func()) {
 	return func() { engineMapLoad = old }
 }
 
+// SetEventIndexLoad sets the event-index load (entries per bucket before a split) for a test and returns
+// the restore function. Tests that use it must not run in parallel with other Redis tests of the package.
+func SetEventIndexLoad(n float64) (restore func()) {
+	old := eventIndexLoad
+	eventIndexLoad = n
+	return func() { eventIndexLoad = old }
+}
+
 // EngineMapBuckets returns, for each slot of pool whose engine map records its bucket count (layout 4's
-// slots), that count: the sc fields gn<slot>.
+// slots), that count (the sc fields gn<slot>), and the event index's under "e" (sc field egn).
 func EngineMapBuckets(ctx context.Context, r *Redis, pool string) (map[string]int, error) {
 	kv, err := r.c.Do(ctx, r.c.B().Hgetall().Key(PoolKeys(r.prefix, pool)[6]).Build()).AsStrMap()
 	if err != nil {
@@ -38,8 +46,12 @@ func EngineMapBuckets(ctx context.Context, r *Redis, pool string) (map[string]in
 	}
 	out := map[string]int{}
 	for k, v := range kv {
-		if n, err := strconv.Atoi(v); err == nil && strings.HasPrefix(k, "gn") {
-			out[strings.TrimPrefix(k, "gn")] = n
+		if n, err := strconv.Atoi(v); err == nil && (strings.HasPrefix(k, "gn") || k == "egn") {
+			if k == "egn" {
+				out["e"] = n
+			} else {
+				out[strings.TrimPrefix(k, "gn")] = n
+			}
 		}
 	}
 	return out, nil

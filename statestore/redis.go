@@ -88,6 +88,13 @@ var applyWorkBudget = 140
 // per bucket).
 var engineMapLoad = 200.0
 
+// eventIndexLoad is the average event-index entries per bucket beyond which apply_events splits one bucket
+// of the pool's event index (the same linear hashing). Why 64: it is the index's density at 1 M entries in
+// its 16,384 first buckets (61), where route's HGETs scan ~61-entry listpacks; growing keeps them at
+// 64–128 entries (a route's index lookups cost what they cost at 1 M entries) instead of 512 at 8.4 M
+// entries and hashtables beyond. A variable so tests can make the index grow with a few blocks.
+var eventIndexLoad = 64.0
+
 // NewRedis returns a Redis store over a client the caller created (it never dials by itself).
 func NewRedis(c rueidis.Client, opts RedisOptions) (*Redis, error) {
 	if opts.Name == "" {

@@ -643,11 +643,13 @@ func TestRedisDifferentialWorkBudget(t *testing.T) {
 }
 
 // TestRedisDifferentialEngineMapGrowth: the differential run with an engine-map load of 1/32 block per
-// bucket, so every rank past 8 held blocks splits buckets (lib.lua gsplit) while the generator stores,
-// removes, clears and restarts: still the memory store's decisions, and the maps did grow.
+// bucket and an event-index load of 1/512 entry per bucket, so every rank past 8 held blocks and every
+// pool past 32 index entries splits buckets (lib.lua lh_split) while the generator stores, removes,
+// clears and restarts, and route reads the index: still the memory store's decisions, and the maps grew.
 func TestRedisDifferentialEngineMapGrowth(t *testing.T) {
 	srv := sharedRedis(t)
 	defer statestore.SetEngineMapLoad(1.0 / 32)()
+	defer statestore.SetEventIndexLoad(1.0 / 512)()
 	steps := 3000
 	if testing.Short() {
 		steps = 1000
@@ -658,22 +660,24 @@ func TestRedisDifferentialEngineMapGrowth(t *testing.T) {
 	runDiff(t, d, g, steps)
 	t.Logf("coverage: %+v", g.cov)
 	assertCoverage(t, g.cov, steps)
-	grown := 0
+	grown, indexes := 0, 0
 	for _, pool := range g.pools {
 		counts, err := statestore.EngineMapBuckets(context.Background(), rs, pool)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, n := range counts {
-			if n > 256 {
+		for slot, n := range counts {
+			if slot == "e" && n > 16384 {
+				indexes++
+			} else if slot != "e" && n > 256 {
 				grown++
 			}
 		}
 	}
-	if grown == 0 {
-		t.Errorf("no engine map grew: the run did not exercise the splits")
+	if grown == 0 || indexes == 0 {
+		t.Errorf("%d engine maps and %d event indexes grew: the run did not exercise the splits", grown, indexes)
 	}
-	t.Logf("%d engine maps grew", grown)
+	t.Logf("%d engine maps and %d event indexes grew", grown, indexes)
 }
 
 // assertCoverage fails the run when the generator no longer exercises what the differential test is for.

@@ -14,9 +14,10 @@ import (
 	"github.com/kvrouter/kvrouter/internal/testredis"
 )
 
-// Engine maps that grow (lib.lua gparams, gsplit: linear hashing per slot). engineMapLoad is set to 2
-// blocks per bucket, so a rank of a few thousand blocks splits hundreds of buckets; the memory store, which
-// has no buckets, is the judge of every answer.
+// Maps that grow (lib.lua lh_params, lh_split: linear hashing of each slot's engine map and of the pool's
+// event index). The loads are set low (2 blocks per engine-map bucket, 1/16 entry per index bucket), so a
+// few thousand blocks split hundreds of buckets; the memory store, which has no buckets, is the judge of
+// every answer.
 
 // engineHash spreads i over 64 bits (splitmix64's finalizer), so the engine hashes' last 3 bytes, which
 // address a grown map, are uniform.
@@ -41,10 +42,12 @@ type engineMapFixture struct {
 	seqs   [][]uint64 // each chain's sequence hashes from its root chain's start
 }
 
-func newEngineMapFixture(t *testing.T, load float64) *engineMapFixture {
-	old := engineMapLoad
-	engineMapLoad = load
-	t.Cleanup(func() { engineMapLoad = old })
+// newEngineMapFixture sets the engine-map and event-index loads (entries per bucket before a split) for the
+// test.
+func newEngineMapFixture(t *testing.T, load, indexLoad float64) *engineMapFixture {
+	oldG, oldE := engineMapLoad, eventIndexLoad
+	engineMapLoad, eventIndexLoad = load, indexLoad
+	t.Cleanup(func() { engineMapLoad, eventIndexLoad = oldG, oldE })
 	srv := testredis.Start(t)
 	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
 	if err != nil {
@@ -167,7 +170,7 @@ func (f *engineMapFixture) bucketCounts() map[string]int {
 	}
 	out := map[string]int{}
 	for k, v := range kv {
-		if strings.HasPrefix(k, "gn") {
+		if strings.HasPrefix(k, "gn") { // engine maps only (the event index's is egn)
 			n, err := strconv.Atoi(v)
 			if err != nil {
 				f.t.Fatalf("sc %s = %q", k, v)
@@ -211,7 +214,7 @@ func largest(counts map[string]int) (string, int) {
 // parent lies in a split bucket, then every block Removed (none unknown), with both stores answering
 // alike throughout; the emptied map leaves no bucket behind.
 func TestRedisEngineMapGrows(t *testing.T) {
-	f := newEngineMapFixture(t, 2)
+	f := newEngineMapFixture(t, 2, 64)
 	f.storeChains(0, 160, 16) // 16-block calls: 8 splits each keep up (GSPLITS)
 	slot, nb := largest(f.bucketCounts())
 	if nb < 1200 || nb > 1280 {
@@ -231,7 +234,7 @@ func TestRedisEngineMapGrows(t *testing.T) {
 // TestRedisEngineMapReclaim: a grown engine map of a cleared rank is reclaimed like any other: every
 // bucket of the dead slot (all ~1,280, not layout 3's 256), its bucket count and the cursor go.
 func TestRedisEngineMapReclaim(t *testing.T) {
-	f := newEngineMapFixture(t, 2)
+	f := newEngineMapFixture(t, 2, 64)
 	f.storeChains(0, 160, 16)
 	slot, nb := largest(f.bucketCounts())
 	if nb <= 1024 {
@@ -263,18 +266,21 @@ func TestRedisEngineMapReclaim(t *testing.T) {
 	t.Logf("%d buckets reclaimed in %d calls", nb, calls)
 }
 
-// TestRedisLayout3Migrate: a pool written by layout 3 (this layout's keys without the slots' bucket counts
-// 'gn<slot>', cfg layout 3) answers layout_mismatch; `pool migrate` only records layout 4. Its slots keep
-// 256 buckets for life (no 'gn' field: they never grow, however many blocks they get), and still find every
-// block; a slot created afterwards (a Cleared rank) grows.
+// TestRedisLayout3Migrate: a pool written by layout 3 (this layout's keys without the bucket counts
+// 'gn<slot>' and 'egn' and the entry count 'en', cfg layout 3) answers layout_mismatch; `pool migrate` only
+// records layout 4. Its slots keep 256 buckets and its event index 16,384 for life (no count: they never
+// grow, however many blocks they get), and still find every block; a slot created afterwards (a Cleared
+// rank) grows.
 func TestRedisLayout3Migrate(t *testing.T) {
-	f := newEngineMapFixture(t, 2)
+	f := newEngineMapFixture(t, 2, 64)
 	f.storeChains(0, 4, 64)
-	// Make it layout 3's pool.
+	// Make it layout 3's pool: no bucket counts, no event-index entry count.
+	fields := []string{"egn", "en"}
 	for slot := range f.bucketCounts() {
-		if err := f.c.Do(f.ctx, f.c.B().Hdel().Key(f.keys[6]).Field("gn"+slot).Build()).Error(); err != nil {
-			t.Fatal(err)
-		}
+		fields = append(fields, "gn"+slot)
+	}
+	if err := f.c.Do(f.ctx, f.c.B().Hdel().Key(f.keys[6]).Field(fields...).Build()).Error(); err != nil {
+		t.Fatal(err)
 	}
 	if err := f.c.Do(f.ctx, f.c.B().Hset().Key(f.keys[0]).FieldValue().FieldValue("layout", "3").Build()).Error(); err != nil {
 		t.Fatal(err)
@@ -290,10 +296,15 @@ func TestRedisLayout3Migrate(t *testing.T) {
 	if len(f.bucketCounts()) != 0 {
 		t.Fatalf("migrate gave layout 3's slots bucket counts: %v", f.bucketCounts())
 	}
-	// Layout 3's slot takes 1,000 more blocks at 2 per bucket without growing, and finds them all.
+	// Layout 3's slot takes 1,000 more blocks at 2 per bucket without growing, and finds them all; its
+	// event index (at 1/64 entry per bucket) does not grow either.
+	eventIndexLoad = 1.0 / 64
 	f.storeChains(1<<20, 16, 64)
 	if c := f.bucketCounts(); len(c) != 0 {
 		t.Fatalf("a layout-3 slot grew: %v", c)
+	}
+	if v, err := f.c.Do(f.ctx, f.c.B().Hget().Key(f.keys[6]).Field("egn").Build()).ToString(); !rueidis.IsRedisNil(err) {
+		t.Fatalf("a layout-3 event index grew: egn %q, %v", v, err)
 	}
 	f.overlapsAgree()
 	f.removeAll()
@@ -305,4 +316,72 @@ func TestRedisLayout3Migrate(t *testing.T) {
 		t.Fatalf("the slot created after the migration did not grow: %v", f.bucketCounts())
 	}
 	f.overlapsAgree()
+}
+
+// TestRedisEventIndexGrows: the pool's event index splits its buckets as entries come (at 1/16 entry per
+// bucket: growth past 1,024 entries, GSPLITS per call), and every reader still finds every entry: routes
+// and overlaps (route.lua's event_entry) answer as the memory store's, Stored parents resolve, every block
+// is removed with none unknown (the read-modify-write of entries in split buckets), and the emptied index
+// leaves no bucket behind.
+func TestRedisEventIndexGrows(t *testing.T) {
+	f := newEngineMapFixture(t, 200, 1.0/16)
+	f.storeChains(0, 200, 16)
+	f.apply("w1", Event{Kind: EventStored, Blocks: f.chains[0]}) // one chain held by two workers
+	nb := f.eventIndexBuckets()
+	if nb < 16384+1000 {
+		t.Fatalf("the event index has %d buckets after 3,200 entries at 1/16 per bucket; want > 17,384", nb)
+	}
+	f.overlapsAgree()
+	for i, seq := range f.seqs[:20] {
+		var got [2]Decision
+		for j, st := range []Store{f.stores["memory"], f.stores["redis"]} {
+			d, err := st.Route(f.ctx, RouteRequest{Pool: "p", RequestID: "r" + strconv.Itoa(i), SeqHashes: seq,
+				ISL: int64(16 * len(seq)), Random: 0.5, NowMs: 2000 + int64(i)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[j] = d
+		}
+		if got[0] != got[1] {
+			t.Fatalf("route %d: memory %+v, redis %+v", i, got[0], got[1])
+		}
+	}
+	f.removeAll()
+	f.apply("w1", Event{Kind: EventRemoved, Removed: engineHashes(f.chains[0])})
+	f.overlapsAgree()
+	var cursor uint64
+	for {
+		e, err := f.c.Do(f.ctx, f.c.B().Scan().Cursor(cursor).Match(f.keys[14]+"*").Count(1000).Build()).AsScanEntry()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(e.Elements) > 0 {
+			t.Fatalf("event index emptied, but bucket %q is left", e.Elements[0])
+		}
+		if cursor = e.Cursor; cursor == 0 {
+			break
+		}
+	}
+	if n, err := f.c.Do(f.ctx, f.c.B().Hget().Key(f.keys[6]).Field("en").Build()).AsInt64(); err != nil || n != 0 {
+		t.Fatalf("event-index entry count after emptying: %d, %v (want 0)", n, err)
+	}
+}
+
+// eventIndexBuckets returns the event index's bucket count (sc egn).
+func (f *engineMapFixture) eventIndexBuckets() int {
+	f.t.Helper()
+	n, err := f.c.Do(f.ctx, f.c.B().Hget().Key(f.keys[6]).Field("egn").Build()).AsInt64()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return int(n)
+}
+
+// engineHashes returns the blocks' engine hashes.
+func engineHashes(blocks []StoredBlock) []uint64 {
+	out := make([]uint64, len(blocks))
+	for i, b := range blocks {
+		out[i] = b.EngineHash
+	}
+	return out
 }

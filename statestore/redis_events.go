@@ -207,10 +207,10 @@ func (r *Redis) applyArgs(ctx context.Context, b EventBatch, chunk []piece, pred
 		}
 	}
 	// Pass 2: predicted parents and sequence hashes.
-	args := make([]string, 0, 5+12*len(chunk))
+	args := make([]string, 0, 6+12*len(chunk))
 	jump := r.limits.maxEventIDJump()
 	args = append(args, istr(b.NowMs), b.WorkerID, strconv.Itoa(len(chunk)), strconv.Itoa(applyWorkBudget),
-		strconv.FormatFloat(engineMapLoad, 'g', -1, 64))
+		strconv.FormatFloat(engineMapLoad, 'g', -1, 64), strconv.FormatFloat(eventIndexLoad, 'g', -1, 64))
 	for i := range chunk {
 		ev := &chunk[i].Event
 		id, idm1, idmj := "", "", ""
