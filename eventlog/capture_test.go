@@ -6,33 +6,15 @@ import (
 	"io"
 	"log/slog"
 	"reflect"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/kvrouter/kvrouter/ingest"
 	"github.com/kvrouter/kvrouter/ingest/vllmwire"
 	"github.com/kvrouter/kvrouter/ingest/zmqpub"
+	"github.com/kvrouter/kvrouter/internal/testlog"
 	"github.com/kvrouter/kvrouter/statestore"
 )
-
-// syncBuffer is a bytes.Buffer safe for the subscriber goroutine and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) Bytes() []byte {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]byte(nil), s.b.Bytes()...)
-}
 
 // TestCaptureRoundTrip: a live subscriber (real ZMQ publisher) with a capture hook feeds one store; the
 // captured log, read back and applied to a fresh store, gives the same per-worker block counts.
@@ -55,7 +37,7 @@ func TestCaptureRoundTrip(t *testing.T) {
 	if err := live.PutWorker(ctx, "default", statestore.WorkerSpec{WorkerID: "w1"}, 1); err != nil {
 		t.Fatal(err)
 	}
-	var buf syncBuffer
+	var buf testlog.Buffer
 	cw := NewCaptureWriter(&buf)
 	sub, err := ingest.NewSubscriber(ingest.SubscriberConfig{Pool: "default", WorkerID: "w1", Endpoint: pub.Addr(),
 		ReplayEndpoint: pub.ReplayAddr(), BlockSize: 4, Logger: quiet, Capture: cw.Hook("w1", 0)}, live)

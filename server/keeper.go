@@ -44,6 +44,18 @@ type keeper struct {
 	missingSince map[string]time.Time
 	// redeclared counts re-created pools and re-registered workers (label kind: pool, worker).
 	redeclared *prometheus.CounterVec
+	// declare, when set, is the startup declaration of the pools that failed because the store was
+	// unavailable: each check runs it first, and the process is not ready until it has succeeded (a pool
+	// that exists with other knobs must not serve before the configured ones are written). Under mu.
+	declare func(context.Context) error
+}
+
+// deferDeclaration makes the keeper run declare (the startup declaration the store was unavailable for)
+// at its next checks until it succeeds; until then the process is not ready.
+func (k *keeper) deferDeclaration(declare func(context.Context) error) {
+	k.mu.Lock()
+	k.declare = declare
+	k.mu.Unlock()
 }
 
 // newKeeper returns a keeper; reg (may be nil) gets its counter kvrouter_store_redeclared_total.
@@ -82,6 +94,13 @@ func (k *keeper) run(ctx context.Context, interval, timeout time.Duration) {
 func (k *keeper) check(ctx context.Context) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if k.declare != nil {
+		if err := k.declare(ctx); err != nil {
+			return fmt.Errorf("declaring the configured pools: %w", err)
+		}
+		k.declare = nil
+		k.log.Info("configured pools declared: the state store answers again", "store", k.st.Name())
+	}
 	absent := map[string]bool{}
 	for _, p := range k.pools {
 		_, err := k.st.GetPool(ctx, p.Name)
@@ -140,6 +159,12 @@ func (k *keeper) ready(ctx context.Context) error {
 		if err := k.check(ctx); err != nil {
 			return err
 		}
+	}
+	k.mu.Lock()
+	pending := k.declare != nil
+	k.mu.Unlock()
+	if pending {
+		return errors.New("the configured pools are not declared yet (the state store was unavailable at startup)")
 	}
 	for _, p := range k.pools {
 		if _, err := k.st.GetPool(ctx, p.Name); err != nil {

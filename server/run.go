@@ -61,11 +61,20 @@ func Run(ctx context.Context, cfg Config) error {
 	rt := core.New(st, core.Options{})
 	reg.MustRegister(api.NewWorkerCollector(rt, cfg.StoreTimeout, cfg.MetricsMaxWorkers))
 
+	// The pools are declared before serving. A store unavailable at startup (Redis restarting, a failover,
+	// a slow FUNCTION LOAD on a loaded node) does not stop the router: it serves, not ready (503
+	// store_unavailable until then), and its keeper retries the declaration every RecoverInterval. Any
+	// other error (a pool of another layout, a conflict) stops it.
 	sctx, cancel := context.WithTimeout(ctx, 2*cfg.StoreTimeout)
 	err = declarePools(sctx, rt, pools)
 	cancel()
+	deferred := false
 	if err != nil {
-		return err
+		if !errors.Is(err, statestore.ErrUnavailable) && !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+		deferred = true
+		logger.Warn("state store unavailable at startup: serving, not ready until the pools are declared", "store", st.Name(), "err", err)
 	}
 	kept := pools
 	var engineWorkers func() map[string][]statestore.WorkerSpec
@@ -78,6 +87,9 @@ func Run(ctx context.Context, cfg Config) error {
 		kept, engineWorkers = withPool(pools, eng.pool), eng.workers
 	}
 	kp := newKeeper(rt.Store(), kept, engineWorkers, reg, logger)
+	if deferred {
+		kp.deferDeclaration(func(c context.Context) error { return declarePools(c, rt, pools) })
+	}
 	kctx, stopKeeper := context.WithCancel(ctx)
 	defer stopKeeper()
 	go kp.run(kctx, cfg.RecoverInterval, cfg.StoreTimeout)

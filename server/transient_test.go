@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvrouter/kvrouter/internal/testlog"
 	"github.com/kvrouter/kvrouter/internal/testredis"
 )
 
@@ -81,4 +82,58 @@ func TestStoreTransientStates(t *testing.T) {
 		code, body, _ := routeOnce(t, base)
 		return code == 200, body
 	})
+}
+
+// TestServeStartsWhileStoreWritesStall (SPEC §8 "Losing Redis"): a router whose pools cannot be declared at
+// startup because the store does not answer in time serves instead of exiting: /readyz answers 503 until
+// the store answers, then the keeper declares the configured pools and the router is ready and routes.
+// (It exited on the first failed declaration: a FUNCTION LOAD slowed past --redis-timeout on a loaded
+// machine stopped a chaos test's router.) CLIENT PAUSE … WRITE holds every write (FUNCTION LOAD, the
+// pool's declaration) while reads answer, until the test unpauses it: no step races the clock.
+func TestServeStartsWhileStoreWritesStall(t *testing.T) {
+	srv := testredis.Start(t)
+	if _, err := srv.Do(5*time.Second, "CLIENT", "PAUSE", "600000", "WRITE"); err != nil {
+		t.Fatal(err)
+	}
+	unpaused := false
+	unpause := func() {
+		if !unpaused {
+			unpaused = true
+			if _, err := srv.Do(5*time.Second, "CLIENT", "UNPAUSE"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	defer unpause()
+
+	logs := &testlog.Buffer{}
+	cfg := DefaultConfig()
+	cfg.Addr, cfg.LogOutput, cfg.Store = "127.0.0.1:0", logs, srv.URL()
+	cfg.StoreTimeout = 300 * time.Millisecond
+	base, stop := startServe(t, cfg)
+	defer stop()
+	if !strings.Contains(logs.String(), "state store unavailable at startup") {
+		t.Fatalf("the router started without its startup warning; logs:\n%s", logs.String())
+	}
+	if code, body := httpDo(t, "GET", base+"/readyz", ""); code != 503 {
+		t.Fatalf("/readyz while the pools are not declared: %d %s, want 503", code, body)
+	}
+
+	unpause()
+	waitFor(t, "ready once the store answers", func() (bool, string) {
+		code, body := httpDo(t, "GET", base+"/readyz", "")
+		return code == 200, body
+	})
+	if code, body := httpDo(t, "GET", base+"/v1/pools/default", ""); code != 200 {
+		t.Fatalf("the default pool after the deferred declaration: %d %s", code, body)
+	}
+	if code, body := httpDo(t, "PUT", base+"/v1/workers/w0", `{"url":"http://w0"}`); code != 200 {
+		t.Fatalf("PUT worker: %d %s", code, body)
+	}
+	if code, body, _ := routeOnce(t, base); code != 200 {
+		t.Fatalf("route after recovery: %d %s", code, body)
+	}
+	if !strings.Contains(logs.String(), "configured pools declared") {
+		t.Fatalf("no log of the deferred declaration; logs:\n%s", logs.String())
+	}
 }

@@ -1,38 +1,20 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/kvrouter/kvrouter/internal/testlog"
 )
-
-// lockedBuffer is a bytes.Buffer safe for a writer and a reader in two goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestMockPrintsEngineFlags: `kvrouter mock` prints one --engine flag per engine on stdout, one per
 // line with shell continuations, and each names a live engine.
 func TestMockPrintsEngineFlags(t *testing.T) {
-	var out lockedBuffer
+	var out testlog.Buffer
 	old := stdout
 	stdout = &out
 	defer func() { stdout = old }()
