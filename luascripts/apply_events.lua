@@ -384,22 +384,22 @@ end
 -- call carries fewer blocks and its time stays bounded. At the default loads an engine map needs a split
 -- every ~200 blocks its rank adds and the index one every ~64 entries the pool adds; the entry counts read
 -- are the last call's, so a map lags by one call.
--- grow_map splits map g (bucket keys pre .. n, count in sc field cnt) while it holds more than load·nb of
--- its entries.
-local function grow_map(pre, g, cnt, entries, load)
+-- grow_map splits map g (bucket keys pre .. n, count in field cnt of hash ck) while it holds more than
+-- load·nb of its entries.
+local function grow_map(pre, g, ck, cnt, entries, load)
   local k = 0
   while g.grow and g.nb < GMAX and entries > load * g.nb and k < GSPLITS do
     -- The next split's cost, its bucket at the most (twice the average) as it is charged below.
     local est = 2 + math.ceil(2 * entries / g.nb / 4)
     if k > 0 and budget > 0 and work + est > budget / 2 then break end
-    work = work + 2 + math.ceil(lh_split(pre, g, cnt) / 4)
+    work = work + 2 + math.ceil(lh_split(pre, g, ck, cnt) / 4)
     k = k + 1
   end
 end
 if eload > 0 then
   local v = redis.call('HMGET', K_SC, 'egn', 'en')
   EGN = v[1]
-  grow_map(K_E, eparams(), 'egn', tonumber(v[2] or '') or 0, eload)
+  grow_map(K_E, eparams(), K_SC, 'egn', tonumber(v[2] or '') or 0, eload)
 end
 if gload > 0 then
   local ranks = {}
@@ -409,7 +409,7 @@ if gload > 0 then
       ranks[rank] = true
       local slot = w[W.SLOTS][rank + 1]
       local g = gparams(slot)
-      grow_map(K_G .. istr(slot) .. ':', g, 'gn' .. slot, g.h, gload)
+      grow_map(K_G .. istr(slot) .. ':', g, K_FENCE, 'gn' .. slot, g.h, gload)
     end
   end
 end

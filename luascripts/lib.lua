@@ -37,7 +37,7 @@
 --                    (tiers: bit 0 device, 1 host, 2 disk; children: held children of that slot, signed)
 --  16 g:      prefix of the engine maps g:<slot>:<n>, n = the engine hash's bucket in its slot's map (gbucket:
 --                    its last byte while the map has 256 buckets; linear hashing on its last 3 bytes once it
---                    grew, sc field 'gn<slot>' = bucket count): HASH engine hash's first 7 bytes -> seq(8 bytes)
+--                    grew, fence field 'gn<slot>' = bucket count): HASH engine hash's first 7 bytes -> seq(8 bytes)
 --  17 s:      prefix of the soft index buckets s:<n>, n = last 10 bits of the sequence hash:
 --                    HASH seq(8 bytes) -> {slot u32, expiry_ms double}*
 --  18 wz      ZSET   worker ids, score 0 (memcmp order = candidate order)
@@ -155,8 +155,11 @@ local function sbucket(seq) local a, b = string.byte(seq, 7, 8); return K_S .. i
 -- index buckets, 256 per engine map) put 512 entries in a bucket at 8.4 M index entries or 131 k blocks
 -- on one rank (host-tier offload: millions), beyond which Redis turns a bucket into a hashtable for good:
 -- 2× the memory per entry (docs/PERFORMANCE.md "Engine maps that grow"). A map created by layout 4 records
--- its bucket count in sc (event index 'egn', written by put_pool when it creates the pool; engine map
--- 'gn<slot>', by new_slot); a map without one (written by layout 3) keeps its fixed count for life. Its
+-- its bucket count (event index: sc field 'egn', written by put_pool when it creates the pool; engine map:
+-- fence field 'gn<slot>', by new_slot — fence holds the ingest-side state route never reads, so these
+-- per-slot fields do not lengthen the sc hash route reads several times a decision: +2 % instructions per
+-- decision at 64 slots when they were in sc); a map without one (written by layout 3) keeps its fixed
+-- count for life. Its
 -- parameters {nb, lo = 2^L ≤ nb < 2^(L+1), p = nb − lo (the next bucket to split), grow}: lh_params.
 local function lh_params(v, base)
   local nb = tonumber(v or '') or base
@@ -175,10 +178,10 @@ local function lh_addr(h, g)
 end
 -- lh_split: linear hashing's split of bucket p of the map whose bucket keys are pre .. n: its entries
 -- whose hash has bit L set (lo = 2^L) move to bucket p + lo, read from the field (bit L ≥ 8 lies in the
--- hash's bytes 6-7); then nb + 1, written to sc field cnt. One HGETALL of ≤ ~2·GLOAD entries, one HSET, one
+-- hash's bytes 6-7); then nb + 1, written to field cnt of hash ck. One HGETALL of ≤ ~2·GLOAD entries, one HSET, one
 -- HDEL and the count. Returns the entries read: a split costs ~1 µs per entry (HSET and HDEL of many fields
 -- scan the listpack once per field), 0.15 ms at 200 entries, 0.4–0.7 ms at 400.
-local function lh_split(pre, g, cnt)
+local function lh_split(pre, g, ck, cnt)
   local from = pre .. istr(g.p)
   local kv = redis.call('HGETALL', from)
   local mv, del, d = {}, {}, g.lo / 256
@@ -195,7 +198,7 @@ local function lh_split(pre, g, cnt)
   end
   g.nb, g.p = g.nb + 1, g.p + 1
   if g.p == g.lo then g.lo, g.p = 2 * g.lo, 0 end
-  redis.call('HSET', K_SC, cnt, istr(g.nb))
+  redis.call('HSET', ck, cnt, istr(g.nb))
   return #kv / 2
 end
 -- eparams: the event index's parameters (lh_params), once per call; ros() reads its count with the roster
@@ -209,7 +212,7 @@ local function eparams()
 end
 -- ebn: the event-index bucket number of a sequence hash whose bytes 6, 7, 8 are x, a, b.
 local function ebn(x, a, b)
-  local g = eparams()
+  local g = EP or eparams()
   if g.nb == NB_E then return (a * 256 + b) % NB_E end
   return lh_addr((x * 256 + a) * 256 + b, g)
 end
@@ -221,14 +224,13 @@ local function en_flush()
   if ENC ~= 0 then redis.call('HINCRBY', K_SC, 'en', istr(ENC)); ENC = 0 end
 end
 -- gparams returns slot's engine-map parameters (lh_params) and h, the slot's held blocks (the entries of
--- its map), read once per call (one HMGET).
+-- its map), read once per call (one HGET of fence, one of sc).
 local function gparams(slot)
   if not GP then GP = {} end
   local g = GP[slot]
   if not g then
-    local v = redis.call('HMGET', K_SC, 'gn' .. slot, 'h' .. slot)
-    g = lh_params(v[1], NB_G)
-    g.h = tonumber(v[2] or '') or 0
+    g = lh_params(redis.call('HGET', K_FENCE, 'gn' .. slot), NB_G)
+    g.h = tonumber(redis.call('HGET', K_SC, 'h' .. slot) or '') or 0
     GP[slot] = g
   end
   return g
@@ -1344,9 +1346,9 @@ local function reclaim(now, budget, softn)
   while left > 0 do
     local slot = redis.call('LINDEX', K_DEAD, 0)
     if not slot then break end
-    local at = redis.call('HMGET', K_SC, 'rc', 'rs', 'gn' .. slot)
+    local at = redis.call('HMGET', K_SC, 'rc', 'rs')
     local cur, cursor = tonumber(at[1] or '0'), '0'
-    local nbd = tonumber(at[3] or '') or NB_G   -- the dead slot's engine-map buckets (gparams)
+    local nbd = tonumber(redis.call('HGET', K_FENCE, 'gn' .. slot) or '') or NB_G   -- its engine-map buckets (gparams)
     -- rs is "<slot>:<bucket>:<cursor>": a cursor is only resumed in the bucket it came from (a build that
     -- reclaimed whole buckets, during a rolling upgrade, moves rc without knowing rs).
     local rs_at = slot .. ':' .. cur .. ':'
@@ -1375,7 +1377,8 @@ local function reclaim(now, budget, softn)
       cur = cur + 1
       if cur >= nbd then
         redis.call('LPOP', K_DEAD)
-        redis.call('HDEL', K_SC, 'rc', 'rs', 'h' .. slot, 'gn' .. slot)
+        redis.call('HDEL', K_SC, 'rc', 'rs', 'h' .. slot)
+        redis.call('HDEL', K_FENCE, 'gn' .. slot)
         redis.call('HDEL', K_ORPH, slot)
         redis.call('HDEL', K_ND, slot)
       else
@@ -1427,7 +1430,7 @@ end
 -- new_slot: a fresh slot id; its engine map starts at NB_G buckets and may grow (gparams).
 local function new_slot()
   local slot = redis.call('HINCRBY', K_SC, 'slot', 1)
-  redis.call('HSET', K_SC, 'gn' .. slot, istr(NB_G))
+  redis.call('HSET', K_FENCE, 'gn' .. slot, istr(NB_G))
   return slot
 end
 

@@ -1,6 +1,6 @@
 -- migrate.lua — one bounded step of `kvrouter pool migrate`: bring a pool written by an earlier key layout
 -- to this one (4). Layout 3 → 4 changes no data: layout 4 only adds maps that grow (lib.lua lh_params), for
--- pools and slots created by layout 4, which record their bucket counts in sc ('egn', 'gn<slot>'); layout
+-- pools and slots created by layout 4, which record their bucket counts (sc 'egn', fence 'gn<slot>'); layout
 -- 3's have none and keep 16,384 index and 256 engine-map buckets, so the first call records layout 4 and
 -- answers done. Layout 1 (every pool written before versions were recorded: no cfg field 'layout') has
 -- layout 2's keys and encodings. Layout 2 → 3 changes data, so the pool is first marked MIGRATING (cfg

@@ -150,7 +150,8 @@ end
 
 -- event_entry: memory_overlap.go eventHolders.get: the raw event entry at query position i ('' none; lib.lua
 -- ENT), memoized in ER. Its bucket and field come straight from the query blob (ebucket/efield without
--- slicing the hash); the bucket number's decimal name is lib.lua's istr (memoized across calls).
+-- slicing the hash); the bucket number's decimal name is lib.lua's istr (memoized across calls). (ebn is
+-- not written out here: the route module's function is at Lua 5.1's limit of 60 upvalues.)
 local function event_entry(i)
   local s = ER[i]
   if not s then

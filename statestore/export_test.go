@@ -4,6 +4,8 @@ import (
 	"context"
 	"strconv"
 	"strings"
+
+	"github.com/redis/rueidis"
 )
 
 // SetApplyWorkBudget sets apply_events' work budget (Redis commands per call) for a test and returns the
@@ -38,21 +40,24 @@ func SetEventIndexLoad(n float64) (restore func()) {
 }
 
 // EngineMapBuckets returns, for each slot of pool whose engine map records its bucket count (layout 4's
-// slots), that count (the sc fields gn<slot>), and the event index's under "e" (sc field egn).
+// slots), that count (the fence fields gn<slot>), and the event index's under "e" (sc field egn).
 func EngineMapBuckets(ctx context.Context, r *Redis, pool string) (map[string]int, error) {
-	kv, err := r.c.Do(ctx, r.c.B().Hgetall().Key(PoolKeys(r.prefix, pool)[6]).Build()).AsStrMap()
+	keys := PoolKeys(r.prefix, pool)
+	fence, err := r.c.Do(ctx, r.c.B().Hgetall().Key(keys[5]).Build()).AsStrMap()
 	if err != nil {
 		return nil, err
 	}
 	out := map[string]int{}
-	for k, v := range kv {
-		if n, err := strconv.Atoi(v); err == nil && (strings.HasPrefix(k, "gn") || k == "egn") {
-			if k == "egn" {
-				out["e"] = n
-			} else {
-				out[strings.TrimPrefix(k, "gn")] = n
-			}
+	for k, v := range fence {
+		if n, err := strconv.Atoi(v); err == nil && strings.HasPrefix(k, "gn") {
+			out[strings.TrimPrefix(k, "gn")] = n
 		}
+	}
+	egn, err := r.c.Do(ctx, r.c.B().Hget().Key(keys[6]).Field("egn").Build()).AsInt64()
+	if err == nil {
+		out["e"] = int(egn)
+	} else if !rueidis.IsRedisNil(err) {
+		return nil, err
 	}
 	return out, nil
 }

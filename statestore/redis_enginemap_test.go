@@ -161,16 +161,16 @@ func (f *engineMapFixture) overlapsAgree() {
 	}
 }
 
-// bucketCounts returns sc's 'gn<slot>' fields: slot -> engine-map buckets.
+// bucketCounts returns fence's 'gn<slot>' fields: slot -> engine-map buckets.
 func (f *engineMapFixture) bucketCounts() map[string]int {
 	f.t.Helper()
-	kv, err := f.c.Do(f.ctx, f.c.B().Hgetall().Key(f.keys[6]).Build()).AsStrMap()
+	kv, err := f.c.Do(f.ctx, f.c.B().Hgetall().Key(f.keys[5]).Build()).AsStrMap()
 	if err != nil {
 		f.t.Fatal(err)
 	}
 	out := map[string]int{}
 	for k, v := range kv {
-		if strings.HasPrefix(k, "gn") { // engine maps only (the event index's is egn)
+		if strings.HasPrefix(k, "gn") {
 			n, err := strconv.Atoi(v)
 			if err != nil {
 				f.t.Fatalf("sc %s = %q", k, v)
@@ -260,7 +260,7 @@ func TestRedisEngineMapReclaim(t *testing.T) {
 		t.Fatalf("%d engine-map keys of the reclaimed slot %s left, e.g. %q", len(left), slot, left[0])
 	}
 	if _, ok := f.bucketCounts()[slot]; ok {
-		t.Fatalf("the reclaimed slot %s still has its bucket count in sc", slot)
+		t.Fatalf("the reclaimed slot %s still has its bucket count in fence", slot)
 	}
 	f.overlapsAgree()
 	t.Logf("%d buckets reclaimed in %d calls", nb, calls)
@@ -275,12 +275,15 @@ func TestRedisLayout3Migrate(t *testing.T) {
 	f := newEngineMapFixture(t, 2, 64)
 	f.storeChains(0, 4, 64)
 	// Make it layout 3's pool: no bucket counts, no event-index entry count.
-	fields := []string{"egn", "en"}
+	var fields []string
 	for slot := range f.bucketCounts() {
 		fields = append(fields, "gn"+slot)
 	}
-	if err := f.c.Do(f.ctx, f.c.B().Hdel().Key(f.keys[6]).Field(fields...).Build()).Error(); err != nil {
-		t.Fatal(err)
+	for _, cmd := range []rueidis.Completed{f.c.B().Hdel().Key(f.keys[5]).Field(fields...).Build(),
+		f.c.B().Hdel().Key(f.keys[6]).Field("egn", "en").Build()} {
+		if err := f.c.Do(f.ctx, cmd).Error(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := f.c.Do(f.ctx, f.c.B().Hset().Key(f.keys[0]).FieldValue().FieldValue("layout", "3").Build()).Error(); err != nil {
 		t.Fatal(err)
