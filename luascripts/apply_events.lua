@@ -409,7 +409,9 @@ if gload > 0 then
       ranks[rank] = true
       local slot = w[W.SLOTS][rank + 1]
       local g = gparams(slot)
-      grow_map(K_G .. istr(slot) .. ':', g, K_FENCE, 'gn' .. slot, g.h, gload)
+      if g.grow then   -- its entries: the slot's held blocks (sc 'h<slot>', as the last call left them)
+        grow_map(K_G .. istr(slot) .. ':', g, K_FENCE, 'gn' .. slot, tonumber(redis.call('HGET', K_SC, 'h' .. slot) or '') or 0, gload)
+      end
     end
   end
 end

@@ -223,14 +223,12 @@ local function en_add(d) ENC = ENC + d end
 local function en_flush()
   if ENC ~= 0 then redis.call('HINCRBY', K_SC, 'en', istr(ENC)); ENC = 0 end
 end
--- gparams returns slot's engine-map parameters (lh_params) and h, the slot's held blocks (the entries of
--- its map), read once per call (one HGET of fence, one of sc).
+-- gparams returns slot's engine-map parameters (lh_params), read once per call (one HGET of fence).
 local function gparams(slot)
   if not GP then GP = {} end
   local g = GP[slot]
   if not g then
     g = lh_params(redis.call('HGET', K_FENCE, 'gn' .. slot), NB_G)
-    g.h = tonumber(redis.call('HGET', K_SC, 'h' .. slot) or '') or 0
     GP[slot] = g
   end
   return g
