@@ -262,7 +262,7 @@ local function store_event(slot, blocks, parent, ischild, tier)
   -- Every block's engine-map entry first (gset inlined: this loop runs once per stored block); nothing
   -- below reads the engine map, so the order against the entries' writes does not matter.
   local gt, g = gk_of(slot), gparams(slot)
-  local fixed, lo, split = g.nb == NB_G, g.lo, g.p
+  local fixed = g.nb == NB_G
   for j = 1, nb do
     local off = j * 16 - 15
     local seq = sub(blocks, off + 8, off + 15)
@@ -270,12 +270,10 @@ local function store_event(slot, blocks, parent, ischild, tier)
     dup[seq] = true
     seqs[j] = seq
     local b
-    if fixed then b = byte(blocks, off + 7)
-    else   -- gbucket, written out
+    if fixed then b = byte(blocks, off + 7)   -- gbucket's base case, written out: no call per block
+    else
       local x, y, z = byte(blocks, off + 5, off + 7)
-      local h = (x * 256 + y) * 256 + z
-      b = h % lo
-      if b < split then b = h % (2 * lo) end
+      b = lh_addr((x * 256 + y) * 256 + z, g)
     end
     local k = gt[b + 1]
     if not k then k = gt[0] .. istr(b); gt[b + 1] = k end   -- gkb
@@ -296,6 +294,7 @@ local function store_event(slot, blocks, parent, ischild, tier)
     end
     return sb
   end
+  local ebase = eparams().nb == NB_E   -- the event index still has its base bucket count
   local rec0, rec1 = key4 .. spack(WORD_FMT, bt), key4 .. spack(WORD_FMT, TIERS + bt)   -- no child / one held child
   local sfx0, sfx1 = '\1' .. rec0, '\1' .. rec1
   local inc, probe = false, true
@@ -307,7 +306,9 @@ local function store_event(slot, blocks, parent, ischild, tier)
       if j > 1 then v = seqs[j - 1] .. (inc and sfx1 or sfx0)
       else v = parent .. (ischild and '\1' or '\0') .. (inc and rec1 or rec0) end
       work = work + 1
-      if redis.call('HSETNX', ebucket(seq), sub(seq, 1, 7), v) == 1 then   -- efield
+      local x, a, b = byte(seq, 6, 8)   -- ebucket, its base case written out (ebn); efield
+      local eb = ebase and (a * 256 + b) % NB_E or ebn(x, a, b)
+      if redis.call('HSETNX', K_E .. istr(eb), sub(seq, 1, 7), v) == 1 then
         ENC = ENC + 1
         E[seq] = v   -- the next piece of a split event reads its parent, this event's last block
         dh = dh + 1
