@@ -421,7 +421,7 @@ func routeRun(ctx context.Context, st statestore.Store, pool string, prompts []b
 	if err != nil {
 		return err
 	}
-	lat, el, lag, svc, err := runLoad(ctx, wallClock{}, spec, call)
+	lat, el, lag, svc, err := runLoad(ctx, newSleepClock(), spec, call)
 	if err != nil {
 		return err
 	}
