@@ -14,6 +14,10 @@
 #   in Redis, route (11 commands) and done (6), with none of kvrouter's logic (redis-floor/decision.lua):
 #   their sum is a floor under SPEC §9's ≤ 30 µs for any design that books inside Redis.
 # Prints one line per (request, clients) and the load average.
+# OPENLOOP=R1,R2,… then drives the bare decision open loop at those decisions/s (redis-floor/openloop:
+# the schedule and clock of `kvrouter bench route --rate`), route's latency p50/p99 from its scheduled
+# time: the floor under SPEC §9's end-to-end latency targets at the same rates (OPENLOOP_DURATION, default
+# 4s; 3 runs per rate).
 set -euo pipefail
 port="${1:?usage: scripts/redis-floor.sh PORT [REQUESTS]}"
 n="${2:-50000}"
@@ -54,4 +58,9 @@ for c in 1 16; do
   measure "floor route (11 commands)" "$c" FCALL kvrouter_floor_route 26 "${keys[@]}" "${route_args[@]}"
   measure "floor done (6 commands)" "$c" FCALL kvrouter_floor_done 13 "${done_keys[@]}" "$lease" "$member"
 done
+if [[ -n "${OPENLOOP:-}" ]]; then
+  echo "open loop, bare decision (route latency from its scheduled time; done after it, outside the latency):"
+  (cd "$(dirname "${BASH_SOURCE[0]}")/.." && go run ./scripts/redis-floor/openloop -addr "127.0.0.1:$port" -rates "$OPENLOOP" -duration "${OPENLOOP_DURATION:-4s}" \
+    -route-keys "${keys[*]}" -done-keys "${done_keys[*]}" -route-args "$(IFS=$'\x1f'; echo "${route_args[*]}")")
+fi
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
