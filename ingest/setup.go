@@ -65,6 +65,14 @@ func Prepare(ctx context.Context, st statestore.Store, pool string, blockSize in
 	if _, err := RegisterMissing(ctx, st, pool, Registrations(engines), time.Now().UnixMilli()); err != nil {
 		return nil, err
 	}
+	return Subscribe(st, engines)
+}
+
+// Subscribe returns a Manager, not yet running, with one subscriber per engine feeding st; it makes no
+// store call (Prepare's second half). A subscriber retries a failed ApplyEvents with backoff, so a
+// Manager may run before st answers (an ingest started while Redis is unreachable) and before the pool
+// and workers exist: its batches land once they do.
+func Subscribe(st statestore.Store, engines []Engine) (*Manager, error) {
 	mgr := NewManager(st)
 	for _, e := range engines {
 		if err := mgr.Add(e.Config); err != nil {

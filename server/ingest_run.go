@@ -113,17 +113,39 @@ func RunIngest(ctx context.Context, cfg IngestConfig) error {
 		}
 	}
 
-	st, err := statestore.Open(cfg.Store, statestore.OpenOptions{RedisTimeout: cfg.RedisTimeout})
+	// A store unreachable or unavailable at startup does not stop the ingest (as serve): it subscribes
+	// anyway (its subscribers retry their writes with backoff), is not ready, and its keeper connects the
+	// store, then creates the pool if missing and registers the engines' workers. Other errors (a pool
+	// of another block size or layout) stop it.
+	oo := statestore.OpenOptions{RedisTimeout: cfg.RedisTimeout}
+	st, err := statestore.Open(cfg.Store, oo)
+	var pending *statestore.Deferred
 	if err != nil {
-		return fmt.Errorf("store: %w", err)
+		if !errors.Is(err, statestore.ErrUnavailable) {
+			return fmt.Errorf("store: %w", err)
+		}
+		_, name, _ := statestore.ParseRedisURL(cfg.Store)
+		pending = statestore.NewDeferred(name, func() (statestore.Store, error) { return statestore.Open(cfg.Store, oo) }, err)
+		st = pending
 	}
 	defer st.Close()
 	rt := core.New(st, core.Options{})
-	sctx, cancel := context.WithTimeout(ctx, ingestSetupTimeout)
-	mgr, err := ingest.Prepare(sctx, st, cfg.Pool, cfg.BlockSize, specs)
-	cancel()
-	if err != nil {
-		return err
+	var mgr *ingest.Manager
+	if pending == nil {
+		sctx, cancel := context.WithTimeout(ctx, ingestSetupTimeout)
+		mgr, err = ingest.Prepare(sctx, st, cfg.Pool, cfg.BlockSize, specs)
+		cancel()
+		if err != nil && !errors.Is(err, statestore.ErrUnavailable) && !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+	}
+	deferred := pending != nil || err != nil
+	if deferred {
+		logger.Warn("state store unavailable at startup: subscribing, not ready until the pool and workers are declared",
+			"store", st.Name(), "err", err)
+		if mgr, err = ingest.Subscribe(st, specs); err != nil {
+			return err
+		}
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -132,6 +154,20 @@ func RunIngest(ctx context.Context, cfg IngestConfig) error {
 	kp := newKeeper(st, []PoolSetup{{Name: cfg.Pool, Config: statestore.DefaultPoolConfig(cfg.BlockSize), IfMissing: true}},
 		servedWorkers(mgr, cfg.Pool, specs), reg, logger)
 	kp.grace = ingestPoolGrace
+	if deferred {
+		kp.deferDeclaration(func(c context.Context) error {
+			if pending != nil {
+				if err := pending.Connect(c); err != nil {
+					return err
+				}
+			}
+			if err := ingest.EnsurePool(c, st, cfg.Pool, cfg.BlockSize); err != nil {
+				return err
+			}
+			_, err := ingest.RegisterMissing(c, st, cfg.Pool, ingest.Registrations(specs), time.Now().UnixMilli())
+			return err
+		})
+	}
 	kctx, stopKeeper := context.WithCancel(ctx)
 	defer stopKeeper()
 	go kp.run(kctx, cfg.RecoverInterval, ingestAPITimeout)

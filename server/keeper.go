@@ -83,7 +83,13 @@ func (k *keeper) run(ctx context.Context, interval, timeout time.Duration) {
 		}
 		c, cancel := context.WithTimeout(ctx, timeout)
 		if err := k.check(c); err != nil && ctx.Err() == nil {
-			k.log.Debug("store recovery check failed", "err", err)
+			// The store being away is what this loop waits out (debug); anything else, a pool of another
+			// block size or layout met once Redis answers say, will not pass by itself: said loudly.
+			if errors.Is(err, statestore.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
+				k.log.Debug("store recovery check failed", "err", err)
+			} else {
+				k.log.Error("store recovery check failed; not ready until it passes", "err", err)
+			}
 		}
 		cancel()
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvrouter/kvrouter/internal/testlog"
 	"github.com/kvrouter/kvrouter/internal/testredis"
 	"github.com/kvrouter/kvrouter/statestore"
 )
@@ -110,16 +111,54 @@ func TestIngestRecoversRedisRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	hasWorker := func() (bool, string) {
+	hasWorker := hasOnlyW1(st)
+	waitFor(t, "w1 registered at start", hasWorker)
+	srv.Restart(t)
+	waitFor(t, "w1 registered again", hasWorker)
+	waitFor(t, "/readyz 200", func() (bool, string) {
+		code, body := httpDo(t, "GET", base+"/readyz", "")
+		return code == 200, body
+	})
+}
+
+// hasOnlyW1 is a waitFor condition: the default pool of st holds exactly the ingest tests' engine worker
+// w1, with its URL.
+func hasOnlyW1(st statestore.Store) func() (bool, string) {
+	return func() (bool, string) {
 		ws, err := st.Workers(context.Background(), "default", time.Now().UnixMilli())
 		if err != nil {
 			return false, err.Error()
 		}
 		return len(ws) == 1 && ws[0].WorkerID == "w1" && ws[0].URL == "http://w1:8000", ""
 	}
-	waitFor(t, "w1 registered at start", hasWorker)
+}
+
+// TestIngestStartsWhileRedisIsUnreachable: an ingest started while nothing listens at its Redis address
+// subscribes anyway and is not ready; when Redis comes up its keeper connects, creates the pool and
+// registers the engine's worker, and it becomes ready without a restart. (Before, it exited.)
+func TestIngestStartsWhileRedisIsUnreachable(t *testing.T) {
+	srv := testredis.Start(t)
+	srv.Stop() // its port, with nothing listening
+	logs := &testlog.Buffer{}
+	cfg := DefaultIngestConfig()
+	cfg.Addr, cfg.LogOutput, cfg.Store = "127.0.0.1:0", logs, srv.URL()
+	cfg.RecoverInterval = 100 * time.Millisecond
+	cfg.Engines = []string{"w1=tcp://127.0.0.1:1,url=http://w1:8000"}
+	base, stop := startIngest(t, cfg)
+	defer stop()
+	if !strings.Contains(logs.String(), "state store unavailable at startup") {
+		t.Fatalf("the ingest started without its startup warning; logs:\n%s", logs.String())
+	}
+	if code, body := httpDo(t, "GET", base+"/readyz", ""); code != 503 {
+		t.Fatalf("/readyz with Redis unreachable: %d %s, want 503", code, body)
+	}
 	srv.Restart(t)
-	waitFor(t, "w1 registered again", hasWorker)
+	st, err := statestore.Open(srv.URL(), statestore.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	waitFor(t, "w1 registered once Redis listens", hasOnlyW1(st))
 	waitFor(t, "/readyz 200", func() (bool, string) {
 		code, body := httpDo(t, "GET", base+"/readyz", "")
 		return code == 200, body

@@ -49,9 +49,20 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	pools, _ := cfg.PoolConfigs() // validated above
 
-	st, err := statestore.Open(cfg.Store, statestore.OpenOptions{RedisTimeout: cfg.RedisTimeout, Limits: cfg.limits()})
+	// A Redis that cannot be reached at startup (down, restarting, a failover or a DNS record not there
+	// yet) does not stop the router either: it serves through a statestore.Deferred, not ready and
+	// answering 503 store_unavailable, and the keeper connects it, then declares the pools (below).
+	oo := statestore.OpenOptions{RedisTimeout: cfg.RedisTimeout, Limits: cfg.limits()}
+	st, err := statestore.Open(cfg.Store, oo)
+	var pending *statestore.Deferred
 	if err != nil {
-		return fmt.Errorf("store: %w", err)
+		if !errors.Is(err, statestore.ErrUnavailable) {
+			return fmt.Errorf("store: %w", err)
+		}
+		_, name, _ := statestore.ParseRedisURL(cfg.Store)
+		pending = statestore.NewDeferred(name, func() (statestore.Store, error) { return statestore.Open(cfg.Store, oo) }, err)
+		st = pending
+		logger.Warn("state store unreachable at startup: serving, not ready until it connects", "store", name, "err", err)
 	}
 	defer st.Close()
 	reg := prometheus.NewRegistry()
@@ -65,11 +76,13 @@ func Run(ctx context.Context, cfg Config) error {
 	// a slow FUNCTION LOAD on a loaded node) does not stop the router: it serves, not ready (503
 	// store_unavailable until then), and its keeper retries the declaration every RecoverInterval. Any
 	// other error (a pool of another layout, a conflict) stops it.
-	sctx, cancel := context.WithTimeout(ctx, 2*cfg.StoreTimeout)
-	err = declarePools(sctx, rt, pools)
-	cancel()
-	deferred := false
-	if err != nil {
+	deferred := pending != nil // (a store not connected yet: the keeper connects it first)
+	if !deferred {
+		sctx, cancel := context.WithTimeout(ctx, 2*cfg.StoreTimeout)
+		err = declarePools(sctx, rt, pools)
+		cancel()
+	}
+	if err != nil && !deferred {
 		if !errors.Is(err, statestore.ErrUnavailable) && !errors.Is(err, context.DeadlineExceeded) {
 			return err
 		}
@@ -88,7 +101,14 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	kp := newKeeper(rt.Store(), kept, engineWorkers, reg, logger)
 	if deferred {
-		kp.deferDeclaration(func(c context.Context) error { return declarePools(c, rt, pools) })
+		kp.deferDeclaration(func(c context.Context) error {
+			if pending != nil {
+				if err := pending.Connect(c); err != nil {
+					return err
+				}
+			}
+			return declarePools(c, rt, pools)
+		})
 	}
 	kctx, stopKeeper := context.WithCancel(ctx)
 	defer stopKeeper()

@@ -120,6 +120,13 @@ func TestServeStartsWhileStoreWritesStall(t *testing.T) {
 	}
 
 	unpause()
+	checkDeferredDeclaration(t, base, logs)
+}
+
+// checkDeferredDeclaration waits for a router that started without its store to turn ready, then checks
+// that its configured pool was declared and that it routes.
+func checkDeferredDeclaration(t *testing.T, base string, logs *testlog.Buffer) {
+	t.Helper()
 	waitFor(t, "ready once the store answers", func() (bool, string) {
 		code, body := httpDo(t, "GET", base+"/readyz", "")
 		return code == 200, body
@@ -136,4 +143,34 @@ func TestServeStartsWhileStoreWritesStall(t *testing.T) {
 	if !strings.Contains(logs.String(), "configured pools declared") {
 		t.Fatalf("no log of the deferred declaration; logs:\n%s", logs.String())
 	}
+}
+
+// TestServeStartsWhileRedisIsUnreachable: a router started while nothing listens at its Redis address
+// (Redis down or restarting, a failover, a DNS record not published yet) serves anyway: not ready, and
+// every store-backed request answers 503 store_unavailable with Retry-After. When Redis comes up, the
+// keeper connects, declares the configured pools, and the router becomes ready and routes, without a
+// restart. (Before, serve exited: the Redis client could not be created.)
+func TestServeStartsWhileRedisIsUnreachable(t *testing.T) {
+	srv := testredis.Start(t)
+	srv.Stop() // its port, with nothing listening
+
+	logs := &testlog.Buffer{}
+	cfg := DefaultConfig()
+	cfg.Addr, cfg.LogOutput, cfg.Store = "127.0.0.1:0", logs, srv.URL()
+	cfg.RecoverInterval = 100 * time.Millisecond
+	base, stop := startServe(t, cfg)
+	defer stop()
+	if !strings.Contains(logs.String(), "state store unreachable at startup") {
+		t.Fatalf("the router started without its startup warning; logs:\n%s", logs.String())
+	}
+	if code, body := httpDo(t, "GET", base+"/readyz", ""); code != 503 {
+		t.Fatalf("/readyz with Redis unreachable: %d %s, want 503", code, body)
+	}
+	code, body, retry := routeOnce(t, base)
+	if code != 503 || !strings.Contains(body, "store_unavailable") || retry == "" {
+		t.Fatalf("route with Redis unreachable: %d %s (Retry-After %q), want 503 store_unavailable with Retry-After", code, body, retry)
+	}
+
+	srv.Restart(t)
+	checkDeferredDeclaration(t, base, logs)
 }
