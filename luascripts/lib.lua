@@ -551,6 +551,30 @@ function LZ.pending() LZ.knobs(); return LZP end
 -- LZ.score: a load's key, memory_loadorder.go loadKey operation by operation (prefill_load_scale ·
 -- (prefill / block_size) + decode blocks + decode_active_request_weight · requests).
 function LZ.score(c, p, d, r) return c.pls * (p / c.bs) + d + c.rw * r end
+-- LZ.skiplist: lz and lp in Redis's skiplist encoding, not listpack. Why: every booking and release moves
+-- one lz member (ZREM + ZADD) and one lp score, and a listpack-encoded sorted set (what Redis keeps while a
+-- set has at most zset-max-listpack-entries = 128 members of at most zset-max-listpack-value = 64 bytes:
+-- any pool of short worker ids) re-parses the scores of the members before the insertion point on every
+-- ZADD (zzlInsert, zzlFind: ~26 k instructions per ZADD at 64 members, 10 % of a decision's Redis
+-- instructions), where a skiplist ZADD is a dict lookup and an O(log W) walk. Adding then removing one member
+-- longer than 64 bytes converts a set to a skiplist, and Redis 7 never converts it back on removals; it
+-- does on an RDB load and when the set empties (the key is deleted). So it is done once per pool per Lua
+-- VM (LZ_SK, by lz key name: a fresh VM after a restart or failover redoes it), again after a roster write
+-- (LZ.add, LZ.remove) or a rescoring's switch, and only by writers (LZ.move). On a missing key the probe
+-- is a no-op (added, then the last member removed). Encoding only: ranks, ranges and scores are the same
+-- in both, so no reader changes; with the defaults changed (a server configured otherwise) it is merely
+-- not faster. SK_PROBE cannot be a member: lz members start with three packed f64 loads (0xff bytes are
+-- a NaN, never a load) and lp members with a worker id (valid UTF-8, which never holds 0xff).
+local SK_PROBE   -- (made on first use: the library's load has no string library)
+local LZ_SK = {}
+function LZ.skiplist()
+  SK_PROBE = SK_PROBE or string.rep('\255', 65)
+  for _, k in ipairs({K_LZ, K_LP}) do
+    redis.call('ZADD', k, '0', SK_PROBE)
+    redis.call('ZREM', k, SK_PROBE)
+  end
+  LZ_SK[K_LZ] = true
+end
 -- LZ.move moves candidate key ck from load old to load new (24-byte strings, old ≠ new), and its lp
 -- score when the prefill tokens changed.
 function LZ.move(ck, old, new)
@@ -564,6 +588,7 @@ function LZ.move(ck, old, new)
   end
   redis.call('HINCRBY', K_LC, new, '1')
   if string.sub(old, 1, 8) ~= string.sub(new, 1, 8) then redis.call('ZADD', K_LP, num(p), ck) end
+  if not LZ_SK[K_LZ] then LZ.skiplist() end
 end
 -- LZ.zadd adds members (load ‖ key strings) to the sorted set key scored by knobs c: ZADD 256 at a time.
 function LZ.zadd(key, c, members)
@@ -579,6 +604,7 @@ end
 -- LZ.add adds members (load ‖ key strings) to lz (and lzn while a rescoring is under way), their counts
 -- to lc and their prefill tokens to lp.
 function LZ.add(members)
+  LZ_SK[K_LZ] = nil
   local pargs, cnt = {}, {}
   LZ.zadd(K_LZ, LZ.knobs(), members)
   if LZP then LZ.zadd(K_LZN, LZP, members) end
@@ -595,6 +621,7 @@ end
 -- LZ.remove removes members (load ‖ key strings) from lz, their counts from lc and their keys from lp.
 function LZ.remove(members)
   if #members == 0 then return end
+  LZ_SK[K_LZ] = nil
   local keys, cnt = {}, {}
   for j, m in ipairs(members) do
     local l = string.sub(m, 1, 24)
@@ -664,6 +691,7 @@ function LZ.switch()
   local got = redis.call('HMGET', K_CFG, 'pbin', 'pargv')
   redis.call('UNLINK', K_LZ)
   if n > 0 then redis.call('RENAME', K_LZN, K_LZ) end
+  LZ_SK[K_LZ] = nil
   redis.call('HSET', K_CFG, 'bin', got[1], unpack(cmsgpack.unpack(got[2])))
   redis.call('HDEL', K_CFG, 'pbin', 'pargv', 'rcur')
   LZC, LZP = cfg_parse(got[1]), false
