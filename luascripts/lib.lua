@@ -575,6 +575,28 @@ function LZ.skiplist()
   end
   LZ_SK[K_LZ] = true
 end
+-- lease_encodings: the lease keys (ls HASH, lx ZSET) out of listpack encoding once they hold LEASES_MANY
+-- leases or more. Why: each decision writes ls and lx (route: HSET, ZADD) and each done reads and deletes
+-- (HGET, HDEL, ZREM); in a listpack every one of those scans the whole key (a hash stays a listpack up to
+-- 512 fields, a sorted set up to 128 members), so a pool with ~100 requests in flight spent ~45 k more
+-- Redis instructions per decision (5 %) than one with a single request (PERFORMANCE.md "Seventh session").
+-- Past those sizes Redis converts them itself; below LEASES_MANY a listpack is as cheap, and the keys come
+-- and go with the last lease, so they are left alone. Checked every LEASES_CHECK load moves of a pool (one
+-- HLEN), from LZ.move because every booking and release passes there; converted as LZ.skiplist does (a
+-- field and value, a member, of 65 bytes added and removed; SK_PROBE is no request id: ids are valid UTF-8).
+local LEASES_CHECK, LEASES_MANY = 64, 32
+local LS_MOVES = {}   -- lease-key name -> load moves since the last check (this Lua VM)
+local function lease_encodings()
+  local n = (LS_MOVES[K_LS] or 0) + 1
+  if n < LEASES_CHECK then LS_MOVES[K_LS] = n; return end
+  LS_MOVES[K_LS] = 0
+  if redis.call('HLEN', K_LS) < LEASES_MANY then return end
+  SK_PROBE = SK_PROBE or string.rep('\255', 65)
+  redis.call('HSET', K_LS, SK_PROBE, SK_PROBE)
+  redis.call('HDEL', K_LS, SK_PROBE)
+  redis.call('ZADD', K_LX, '0', SK_PROBE)
+  redis.call('ZREM', K_LX, SK_PROBE)
+end
 -- LZ.move moves candidate key ck from load old to load new (24-byte strings, old ≠ new), and its lp
 -- score when the prefill tokens changed.
 function LZ.move(ck, old, new)
@@ -589,6 +611,7 @@ function LZ.move(ck, old, new)
   redis.call('HINCRBY', K_LC, new, '1')
   if string.sub(old, 1, 8) ~= string.sub(new, 1, 8) then redis.call('ZADD', K_LP, num(p), ck) end
   if not LZ_SK[K_LZ] then LZ.skiplist() end
+  lease_encodings()
 end
 -- LZ.zadd adds members (load ‖ key strings) to the sorted set key scored by knobs c: ZADD 256 at a time.
 function LZ.zadd(key, c, members)
