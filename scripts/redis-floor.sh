@@ -14,10 +14,10 @@
 #   in Redis, route (11 commands) and done (6), with none of kvrouter's logic (redis-floor/decision.lua):
 #   their sum is a floor under SPEC §9's ≤ 30 µs for any design that books inside Redis.
 # Prints one line per (request, clients) and the load average.
-# OPENLOOP=R1,R2,… then drives the bare decision open loop at those decisions/s (redis-floor/openloop:
-# the schedule and clock of `kvrouter bench route --rate`), route's latency p50/p99 from its scheduled
-# time: the floor under SPEC §9's end-to-end latency targets at the same rates (OPENLOOP_DURATION, default
-# 4s; 3 runs per rate).
+# OPENLOOP=R1,R2,… then drives the bare decision open loop at those decisions/s (`kvrouter bench floor`:
+# the schedule and clock of `kvrouter bench route --rate`; KVROUTER picks the binary, default bin/kvrouter),
+# route's latency p50/p99 from its scheduled time: the floor under SPEC §9's end-to-end latency targets at
+# the same rates (OPENLOOP_DURATION, default 4s; 3 runs per rate).
 set -euo pipefail
 port="${1:?usage: scripts/redis-floor.sh PORT [REQUESTS]}"
 n="${2:-50000}"
@@ -60,7 +60,11 @@ for c in 1 16; do
 done
 if [[ -n "${OPENLOOP:-}" ]]; then
   echo "open loop, bare decision (route latency from its scheduled time; done after it, outside the latency):"
-  (cd "$(dirname "${BASH_SOURCE[0]}")/.." && go run ./scripts/redis-floor/openloop -addr "127.0.0.1:$port" -rates "$OPENLOOP" -duration "${OPENLOOP_DURATION:-4s}" \
-    -route-keys "${keys[*]}" -done-keys "${done_keys[*]}" -route-args "$(IFS=$'\x1f'; echo "${route_args[*]}")")
+  kvr="${KVROUTER:-$(dirname "${BASH_SOURCE[0]}")/../bin/kvrouter}"
+  [[ -x "$kvr" ]] || (cd "$(dirname "${BASH_SOURCE[0]}")/.." && go build -o bin/kvrouter ./cmd/kvrouter)
+  join1f() { local IFS=$'\x1f'; echo "$*"; }
+  "$kvr" bench floor --store "redis://127.0.0.1:$port" --rates "$OPENLOOP" --duration "${OPENLOOP_DURATION:-4s}" \
+    --route-keys "$(join1f "${keys[@]}")" --route-args "$(join1f "${route_args[@]}")" \
+    --done-keys "$(join1f "${done_keys[@]}")" --done-args "$(join1f "$lease" "$member")" >/dev/null
 fi
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -398,3 +398,15 @@ func globEscape(s string) string {
 	}
 	return b.String()
 }
+
+// CallFunction runs FCALL fn with keys and args and discards the reply: for benchmark drivers that load
+// the server with a Functions library of their own (`kvrouter bench floor`: scripts/redis-floor's bare
+// decision), so that they reach Redis through this package like every other caller. keys must share one
+// hash tag on a cluster.
+func (r *Redis) CallFunction(ctx context.Context, fn string, keys, args []string) error {
+	err := r.c.Do(ctx, r.c.B().Fcall().Function(fn).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()).Error()
+	if err != nil {
+		return r.wrap("fcall "+fn, err)
+	}
+	return nil
+}

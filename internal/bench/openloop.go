@@ -113,12 +113,3 @@ func runLoad(ctx context.Context, clk clock, spec loadSpec, call callFunc) (lat 
 	}
 	return lat, clk.Now().Sub(start), lag, svc, firstErr
 }
-
-// FixedRate runs an open-loop load of rate calls per second for d from at most senders goroutines, with
-// the benchmark's own schedule and clock (runLoad, newSleepClock), and returns every call's latency from
-// its scheduled time, its send lag and its service time (unsorted). For drivers outside this package
-// that must load a server exactly as `kvrouter bench route --rate` does (scripts/redis-floor/openloop).
-func FixedRate(ctx context.Context, senders int, rate float64, d time.Duration, call func(sender, slot int) (start, end time.Time, err error)) (lat, lag, svc []time.Duration, err error) {
-	lat, _, lag, svc, err = runLoad(ctx, newSleepClock(), loadSpec{Senders: senders, Rate: rate, Duration: d}, call)
-	return lat, lag, svc, err
-}

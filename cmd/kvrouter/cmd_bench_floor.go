@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kvrouter/kvrouter/internal/bench"
+	"github.com/kvrouter/kvrouter/statestore"
+)
+
+func init() {
+	benchCommands["floor"] = command{name: "floor", summary: "the bare decision of scripts/redis-floor, open loop at fixed rates: the floor under the end-to-end latency targets", run: runBenchFloor}
+}
+
+func runBenchFloor(ctx context.Context, args []string) error {
+	fs := newFlagSet("bench floor", "bench floor --store redis://… --rates R1,R2 --route-keys K… --done-keys K… --route-args A… --done-args A…\n\n"+
+		"Drives the bare decision of scripts/redis-floor/decision.lua (kvrouter_floor_route, then kvrouter_floor_done;\n"+
+		"the library must be loaded: scripts/redis-floor.sh with OPENLOOP=… does all of it) open loop at each rate,\n"+
+		"with the schedule and clock of `bench route --rate`. Keys and arguments are separated by ASCII unit\n"+
+		"separators (\\x1f). JSON on stdout, a line per run on stderr.")
+	storeURL := storeFlag(fs)
+	rates := fs.String("rates", "1000", "decisions per second, comma-separated: one open-loop run each")
+	dur := fs.Duration("duration", 4*time.Second, "each run's schedule")
+	senders := fs.Int("senders", 64, "the most calls in flight")
+	repeat := fs.Int("repeat", 3, "runs per rate")
+	routeKeys := fs.String("route-keys", "", "kvrouter_floor_route's keys")
+	routeArgs := fs.String("route-args", "", "kvrouter_floor_route's arguments")
+	doneKeys := fs.String("done-keys", "", "kvrouter_floor_done's keys")
+	doneArgs := fs.String("done-args", "", "kvrouter_floor_done's arguments")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	o := bench.FloorOptions{Duration: *dur, Senders: *senders, Repeat: *repeat, RouteFn: "kvrouter_floor_route", DoneFn: "kvrouter_floor_done",
+		RouteKeys: split1f(*routeKeys), RouteArgs: split1f(*routeArgs), DoneKeys: split1f(*doneKeys), DoneArgs: split1f(*doneArgs), Log: os.Stderr}
+	for _, f := range strings.Split(*rates, ",") {
+		r, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || r <= 0 {
+			return fmt.Errorf("--rates %q: want positive numbers", *rates)
+		}
+		o.Rates = append(o.Rates, r)
+	}
+	st, err := openStore(*storeURL, storeOptions{})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	rs, ok := st.(*statestore.Redis)
+	if !ok {
+		return fmt.Errorf("bench floor needs a Redis --store")
+	}
+	runs, err := bench.RunFloor(ctx, rs, o)
+	if err != nil {
+		return err
+	}
+	return printJSON(runs)
+}
+
+// split1f splits a flag value at ASCII unit separators; empty fields are kept (the floor's route takes
+// empty arguments), an empty value is none.
+func split1f(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, "\x1f")
+}
