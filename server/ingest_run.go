@@ -117,16 +117,12 @@ func RunIngest(ctx context.Context, cfg IngestConfig) error {
 	// anyway (its subscribers retry their writes with backoff), is not ready, and its keeper connects the
 	// store, then creates the pool if missing and registers the engines' workers. Other errors (a pool
 	// of another block size or layout) stop it.
-	oo := statestore.OpenOptions{RedisTimeout: cfg.RedisTimeout}
-	st, err := statestore.Open(cfg.Store, oo)
-	var pending *statestore.Deferred
+	st, pending, err := statestore.OpenOrDefer(cfg.Store, statestore.OpenOptions{RedisTimeout: cfg.RedisTimeout})
 	if err != nil {
-		if !errors.Is(err, statestore.ErrUnavailable) {
-			return fmt.Errorf("store: %w", err)
-		}
-		_, name, _ := statestore.ParseRedisURL(cfg.Store)
-		pending = statestore.NewDeferred(name, func() (statestore.Store, error) { return statestore.Open(cfg.Store, oo) }, err)
-		st = pending
+		return fmt.Errorf("store: %w", err)
+	}
+	if pending != nil {
+		err = pending.Err() // (why it is deferred, for the warning below)
 	}
 	defer st.Close()
 	rt := core.New(st, core.Options{})
@@ -156,10 +152,8 @@ func RunIngest(ctx context.Context, cfg IngestConfig) error {
 	kp.grace = ingestPoolGrace
 	if deferred {
 		kp.deferDeclaration(func(c context.Context) error {
-			if pending != nil {
-				if err := pending.Connect(c); err != nil {
-					return err
-				}
+			if err := pending.Connect(c); err != nil {
+				return err
 			}
 			if err := ingest.EnsurePool(c, st, cfg.Pool, cfg.BlockSize); err != nil {
 				return err

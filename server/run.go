@@ -52,17 +52,12 @@ func Run(ctx context.Context, cfg Config) error {
 	// A Redis that cannot be reached at startup (down, restarting, a failover or a DNS record not there
 	// yet) does not stop the router either: it serves through a statestore.Deferred, not ready and
 	// answering 503 store_unavailable, and the keeper connects it, then declares the pools (below).
-	oo := statestore.OpenOptions{RedisTimeout: cfg.RedisTimeout, Limits: cfg.limits()}
-	st, err := statestore.Open(cfg.Store, oo)
-	var pending *statestore.Deferred
+	st, pending, err := statestore.OpenOrDefer(cfg.Store, statestore.OpenOptions{RedisTimeout: cfg.RedisTimeout, Limits: cfg.limits()})
 	if err != nil {
-		if !errors.Is(err, statestore.ErrUnavailable) {
-			return fmt.Errorf("store: %w", err)
-		}
-		_, name, _ := statestore.ParseRedisURL(cfg.Store)
-		pending = statestore.NewDeferred(name, func() (statestore.Store, error) { return statestore.Open(cfg.Store, oo) }, err)
-		st = pending
-		logger.Warn("state store unreachable at startup: serving, not ready until it connects", "store", name, "err", err)
+		return fmt.Errorf("store: %w", err)
+	}
+	if pending != nil {
+		logger.Warn("state store unreachable at startup: serving, not ready until it connects", "store", st.Name(), "err", pending.Err())
 	}
 	defer st.Close()
 	reg := prometheus.NewRegistry()
@@ -102,10 +97,8 @@ func Run(ctx context.Context, cfg Config) error {
 	kp := newKeeper(rt.Store(), kept, engineWorkers, reg, logger)
 	if deferred {
 		kp.deferDeclaration(func(c context.Context) error {
-			if pending != nil {
-				if err := pending.Connect(c); err != nil {
-					return err
-				}
+			if err := pending.Connect(c); err != nil {
+				return err
 			}
 			return declarePools(c, rt, pools)
 		})

@@ -50,12 +50,25 @@ func (d *Deferred) fail(err error) error {
 	return err
 }
 
+// OpenOrDefer opens the store url names, as Open does; when that fails with ErrUnavailable (a Redis that
+// cannot be reached yet) it returns a Deferred over the same Open instead, and that Deferred as pending
+// (nil when the store opened). Any other error is returned as it is.
+func OpenOrDefer(url string, o OpenOptions) (st Store, pending *Deferred, err error) {
+	st, err = Open(url, o)
+	if err == nil || !errors.Is(err, ErrUnavailable) {
+		return st, nil, err
+	}
+	_, name, _ := ParseRedisURL(url)
+	pending = NewDeferred(name, func() (Store, error) { return Open(url, o) }, err)
+	return pending, pending, nil
+}
+
 // Connect opens the backing store if it is not open yet (one attempt, bounded by the open function's
 // own dial timeout) and returns nil once it is open. A failure is wrapped in ErrUnavailable when the
 // open function did not say otherwise (any other error, ErrInvalid say, is returned as it is: it will
 // not go away by retrying). ctx only cuts the wait for a concurrent Connect.
 func (d *Deferred) Connect(ctx context.Context) error {
-	if d.cur.Load() != nil {
+	if d == nil || d.cur.Load() != nil { // (nil: a store that opened at once, nothing to connect)
 		return nil
 	}
 	d.mu.Lock()
@@ -75,6 +88,14 @@ func (d *Deferred) Connect(ctx context.Context) error {
 	}
 	d.cur.Store(&storeRef{s})
 	return nil
+}
+
+// Err is what every call answers until Connect succeeds (why the store is not open), nil once it is.
+func (d *Deferred) Err() error {
+	if d.cur.Load() != nil {
+		return nil
+	}
+	return d.last.Load().err
 }
 
 // Open reports whether Connect has succeeded.

@@ -61,3 +61,26 @@ func TestDeferred(t *testing.T) {
 		t.Fatalf("Connect after Close: %v after %d opens", err, opens)
 	}
 }
+
+// TestOpenOrDefer: the embedded store opens (nothing pending), a bad URL is an error, and a Redis nobody
+// listens at is a Deferred whose Err names the unavailable store; a nil pending Connects as a no-op.
+func TestOpenOrDefer(t *testing.T) {
+	st, pending, err := OpenOrDefer("memory", OpenOptions{})
+	if err != nil || pending != nil || st == nil {
+		t.Fatalf("memory: %v, pending %v", err, pending)
+	}
+	if err := pending.Connect(context.Background()); err != nil {
+		t.Fatalf("Connect of no pending store: %v", err)
+	}
+	if _, _, err := OpenOrDefer("redis://no port here", OpenOptions{}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a bad URL: %v, want ErrInvalid", err)
+	}
+	st, pending, err = OpenOrDefer("redis://127.0.0.1:1", OpenOptions{})
+	if err != nil || pending == nil || st != Store(pending) {
+		t.Fatalf("an unreachable Redis: %v, pending %v", err, pending)
+	}
+	if e := pending.Err(); !errors.Is(e, ErrUnavailable) || st.Name() != "redis://127.0.0.1:1" {
+		t.Fatalf("Err %v, name %q", e, st.Name())
+	}
+	st.Close()
+}
