@@ -20,8 +20,7 @@ import (
 // netpoller, not in a syscall, so it holds no P while it waits.
 //
 // Each sleeping sender takes a timerfd from free (made on first need, one per concurrent sleeper) and
-// puts it back; re-arming a timerfd resets its expiry count, so a file reused after a cancelled sleep
-// starts clean.
+// puts it back after a completed sleep (its expiry count read); a cancelled sleep closes its file.
 type timerfdClock struct {
 	free chan timerfd
 }
@@ -63,9 +62,10 @@ func (c *timerfdClock) SleepUntil(ctx context.Context, t time.Time) {
 	var buf [8]byte
 	_, err := f.Read(buf[:]) // the expiry count; an error is the deadline set by a cancelled ctx
 	if !stop() || err != nil {
-		// Cancelled: disarm (which also clears a count not yet read) and lift the deadline for reuse.
-		unix.TimerfdSettime(tf.fd, 0, &unix.ItimerSpec{}, nil)
-		f.SetReadDeadline(time.Time{})
+		// Cancelled: the deadline func may still be running, so this file is not reused (closed, not put
+		// back: a late past deadline would end the next sleep early).
+		f.Close()
+		return
 	}
 	c.put(tf)
 }

@@ -32,7 +32,7 @@ func TestTimerfdClockSleepsUntil(t *testing.T) {
 	}()
 	cancel()
 	<-done
-	// … and the file it used (back in the free list) sleeps correctly again.
+	// … and the clock sleeps correctly again (on another file: a cancelled one is closed).
 	target := clk.Now().Add(200 * time.Microsecond)
 	clk.SleepUntil(context.Background(), target)
 	if now := clk.Now(); now.Before(target) {
