@@ -66,7 +66,8 @@ func OpenOrDefer(url string, o OpenOptions) (st Store, pending *Deferred, err er
 // Connect opens the backing store if it is not open yet (one attempt, bounded by the open function's
 // own dial timeout) and returns nil once it is open. A failure is wrapped in ErrUnavailable when the
 // open function did not say otherwise (any other error, ErrInvalid say, is returned as it is: it will
-// not go away by retrying). ctx only cuts the wait for a concurrent Connect.
+// not go away by retrying). Concurrent Connects take turns (one dial at a time); ctx is checked when this
+// one's turn comes.
 func (d *Deferred) Connect(ctx context.Context) error {
 	if d == nil || d.cur.Load() != nil { // (nil: a store that opened at once, nothing to connect)
 		return nil
@@ -98,8 +99,8 @@ func (d *Deferred) Err() error {
 	return d.last.Load().err
 }
 
-// Open reports whether Connect has succeeded.
-func (d *Deferred) Open() bool { return d.cur.Load() != nil }
+// Connected reports whether Connect has succeeded.
+func (d *Deferred) Connected() bool { return d.cur.Load() != nil }
 
 // store returns the backing store, or the error every call answers before it is open.
 func (d *Deferred) store() (Store, error) {

@@ -28,15 +28,15 @@ func TestDeferred(t *testing.T) {
 	if _, err := d.Route(ctx, RouteRequest{Pool: "p"}); !errors.Is(err, ErrUnavailable) || opens != 0 {
 		t.Fatalf("Route before Connect: %v after %d opens, want ErrUnavailable and no open", err, opens)
 	}
-	if d.Name() != "redis://10.0.0.1:6379" || d.Open() {
-		t.Fatalf("name %q, open %v before Connect", d.Name(), d.Open())
+	if d.Name() != "redis://10.0.0.1:6379" || d.Connected() {
+		t.Fatalf("name %q, open %v before Connect", d.Name(), d.Connected())
 	}
 	if err := d.Connect(ctx); !errors.Is(err, ErrUnavailable) || opens != 1 {
 		t.Fatalf("Connect while unreachable: %v after %d opens", err, opens)
 	}
 	fail = nil
-	if err := d.Connect(ctx); err != nil || !d.Open() {
-		t.Fatalf("Connect once reachable: %v (open %v)", err, d.Open())
+	if err := d.Connect(ctx); err != nil || !d.Connected() {
+		t.Fatalf("Connect once reachable: %v (open %v)", err, d.Connected())
 	}
 	if err := d.Connect(ctx); err != nil || opens != 2 {
 		t.Fatalf("a second Connect: %v after %d opens, want nil and no new open", err, opens)
