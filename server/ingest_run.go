@@ -121,24 +121,24 @@ func RunIngest(ctx context.Context, cfg IngestConfig) error {
 	if err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
-	if pending != nil {
-		err = pending.Err() // (why it is deferred, for the warning below)
-	}
 	defer st.Close()
 	rt := core.New(st, core.Options{})
 	var mgr *ingest.Manager
-	if pending == nil {
+	var cause error // why the setup waits for the keeper (nil: done now)
+	if pending != nil {
+		cause = pending.Err()
+	} else {
 		sctx, cancel := context.WithTimeout(ctx, ingestSetupTimeout)
-		mgr, err = ingest.Prepare(sctx, st, cfg.Pool, cfg.BlockSize, specs)
+		mgr, cause = ingest.Prepare(sctx, st, cfg.Pool, cfg.BlockSize, specs)
 		cancel()
-		if err != nil && !errors.Is(err, statestore.ErrUnavailable) && !errors.Is(err, context.DeadlineExceeded) {
-			return err
+		if cause != nil && !errors.Is(cause, statestore.ErrUnavailable) && !errors.Is(cause, context.DeadlineExceeded) {
+			return cause
 		}
 	}
-	deferred := pending != nil || err != nil
+	deferred := cause != nil
 	if deferred {
 		logger.Warn("state store unavailable at startup: subscribing, not ready until the pool and workers are declared",
-			"store", st.Name(), "err", err)
+			"store", st.Name(), "err", cause)
 		if mgr, err = ingest.Subscribe(st, specs); err != nil {
 			return err
 		}

@@ -74,15 +74,15 @@ func Run(ctx context.Context, cfg Config) error {
 	deferred := pending != nil // (a store not connected yet: the keeper connects it first)
 	if !deferred {
 		sctx, cancel := context.WithTimeout(ctx, 2*cfg.StoreTimeout)
-		err = declarePools(sctx, rt, pools)
+		err := declarePools(sctx, rt, pools)
 		cancel()
-	}
-	if err != nil && !deferred {
-		if !errors.Is(err, statestore.ErrUnavailable) && !errors.Is(err, context.DeadlineExceeded) {
-			return err
+		if err != nil {
+			if !errors.Is(err, statestore.ErrUnavailable) && !errors.Is(err, context.DeadlineExceeded) {
+				return err
+			}
+			deferred = true
+			logger.Warn("state store unavailable at startup: serving, not ready until the pools are declared", "store", st.Name(), "err", err)
 		}
-		deferred = true
-		logger.Warn("state store unavailable at startup: serving, not ready until the pools are declared", "store", st.Name(), "err", err)
 	}
 	kept := pools
 	var engineWorkers func() map[string][]statestore.WorkerSpec
