@@ -102,14 +102,16 @@ func (p *memPool) applyOne(w *memWorker, ev *Event, res *ApplyResult) {
 		}
 		p.seqBuf, p.engineBuf = seqs, engines
 		parent, hasParent = root, ev.HasParent
+		parentAt := -1 // the parent's event-table slot, when known
 		for lo := 0; lo < len(seqs); lo += prefetchChunk {
 			hi := min(lo+prefetchChunk, len(seqs))
 			p.prefetch(r, seqs[lo:hi], engines[lo:hi])
 			for i := lo; i < hi; i++ {
-				if r.idx.store(p.events, seqs[i], parent, hasParent, engines[i], ev.Tier) {
+				changed, at := r.idx.store(p.events, seqs[i], parent, hasParent, engines[i], ev.Tier, parentAt)
+				if changed {
 					res.StoredBlocks++
 				}
-				parent, hasParent = seqs[i], true
+				parent, hasParent, parentAt = seqs[i], true, at
 			}
 		}
 		res.Applied++
@@ -117,16 +119,24 @@ func (p *memPool) applyOne(w *memWorker, ev *Event, res *ApplyResult) {
 		for lo := 0; lo < len(ev.Removed); lo += prefetchChunk {
 			chunk := ev.Removed[lo:min(lo+prefetchChunk, len(ev.Removed))]
 			p.prefetch(r, nil, chunk)
-			seqs := p.seqBuf[:0]
-			for _, h := range chunk {
-				if ei := r.idx.byEngine.find(h); ei >= 0 {
-					seqs = append(seqs, r.idx.byEngine.slots[ei].val)
-				}
-			}
-			p.seqBuf = seqs
-			p.prefetch(r, seqs, nil)
+			seqs, eis := p.seqBuf[:0], p.slotBuf[:0]
 			for _, h := range chunk {
 				ei := r.idx.byEngine.find(h)
+				if ei >= 0 {
+					seqs = append(seqs, r.idx.byEngine.slots[ei].val)
+				}
+				eis = append(eis, ei)
+			}
+			p.seqBuf, p.slotBuf = seqs, eis
+			p.prefetch(r, seqs, nil)
+			for k, h := range chunk {
+				// The slot found above, unless a deletion since (an earlier block of this chunk) moved
+				// the entry back along its probe chain: removals never insert, so a key found absent
+				// stays absent, and a key still at its slot is there.
+				ei := eis[k]
+				if bm := &r.idx.byEngine; ei >= 0 && (ei >= len(bm.slots) || bm.slots[ei].key != h || !bm.usedAt(ei)) {
+					ei = bm.find(h)
+				}
 				if ei < 0 || !r.idx.unstore(p.events, ei, ev.Tier) {
 					res.BlockNotFound++
 					continue

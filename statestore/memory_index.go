@@ -158,9 +158,13 @@ func bestTier(tiers uint8) Tier {
 }
 
 // holderOf returns rank r's holder of seq, creating the entry (with its parent link) and a placeholder
-// holder as needed. The pointer is valid until the index changes.
-func (r *rankIndex) holderOf(ix *eventIndex, seq, parent uint64, hasParent bool) (*holder, *blockEntry) {
-	ti, inserted := ix.m.refIndex(seq)
+// holder as needed, and the entry's table slot. hint is a table slot that may hold seq already (−1:
+// none); it saves the probe when it does. The pointers and the slot are valid until the index changes.
+func (r *rankIndex) holderOf(ix *eventIndex, seq, parent uint64, hasParent bool, hint int) (*holder, *blockEntry, int) {
+	ti, inserted := hint, false
+	if hint < 0 || hint >= len(ix.m.slots) || ix.m.slots[hint].key != seq || !ix.m.usedAt(hint) {
+		ti, inserted = ix.m.refIndex(seq)
+	}
 	e := &ix.m.slots[ti].val
 	if inserted && hasParent {
 		e.setParent(parent)
@@ -169,24 +173,27 @@ func (r *rankIndex) holderOf(ix *eventIndex, seq, parent uint64, hasParent bool)
 	if j < 0 {
 		j = ix.addHolder(seq, e, holder{slot: r.slot})
 	}
-	return ix.holderAt(seq, e, j), e
+	return ix.holderAt(seq, e, j), e, ti
 }
 
 // store marks seq (child of parent when hasParent) held in tier t on rank r, stored by the engine under
-// engine. It reports whether anything changed.
-func (r *rankIndex) store(ix *eventIndex, seq, parent uint64, hasParent bool, engine uint64, t Tier) bool {
+// engine. It reports whether anything changed, and returns seq's event-table slot (valid until the
+// next insertion or deletion). parentAt is a table slot that may hold the parent (−1: unknown): a
+// Stored event's blocks are a chain, so the previous block's slot saves the parent's probe; insertions
+// never move an entry (linear probing) unless the table grows, and the key check catches that.
+func (r *rankIndex) store(ix *eventIndex, seq, parent uint64, hasParent bool, engine uint64, t Tier, parentAt int) (bool, int) {
 	r.byEngine.Put(engine, seq)
-	h, e := r.holderOf(ix, seq, parent, hasParent)
+	h, e, ti := r.holderOf(ix, seq, parent, hasParent, -1)
 	bit := uint8(1) << t
 	if h.tiers != 0 {
 		if h.tiers&bit != 0 {
-			return false
+			return false, ti
 		}
 		if h.tiers&(1<<TierDevice) == 0 && t == TierDevice {
 			r.nonDevice--
 		}
 		h.tiers |= bit
-		return true
+		return true, ti
 	}
 	// Newly held (or a revived placeholder: its held children are attached again).
 	h.tiers = bit
@@ -196,13 +203,16 @@ func (r *rankIndex) store(ix *eventIndex, seq, parent uint64, hasParent bool, en
 	}
 	r.orphans -= int64(h.children)
 	if e.hasParent() {
-		p, _ := r.holderOf(ix, e.parent, 0, false) // may insert: h and e are not used after this
+		p, _, _ := r.holderOf(ix, e.parent, 0, false, parentAt) // may insert: h, e and ti are stale after this
 		p.children++
 		if p.tiers == 0 {
 			r.orphans++
 		}
+		if ti >= len(ix.m.slots) || ix.m.slots[ti].key != seq {
+			ti = -1 // the parent's insertion grew the table
+		}
 	}
-	return true
+	return true, ti
 }
 
 // unstore drops tier t of the block that engine-table slot ei (r.byEngine.find(engine)) maps to; it

@@ -9,57 +9,87 @@ package statestore
 // (orphans > 0) are walked linearly instead, so the result is always exact. The same algorithm (same
 // windows, same binary search) runs in route.lua.
 
-// holderFunc reports the current slots holding seq (the caller filters dead slots).
+// holderSet answers the jump search's questions about one query's positions.
 type holderSet interface {
-	// slotsAt returns the live slots holding the block at query position i.
+	// contains reports whether live slot s holds the block at query position i.
 	contains(i int, s slotID) bool
 	// at returns the live slots holding the block at position i.
 	at(i int) []slotID
 }
 
-// jumpDepths fills depth[s] with the matched prefix depth of every slot in candidates found by the jump
-// search over positions [0, d). Slots absent from the result have depth 0.
-func jumpDepths(h holderSet, d int, depth map[slotID]int) {
+// slotDepth is one slot's matched prefix depth.
+type slotDepth struct {
+	slot  slotID
+	depth int
+}
+
+// jumpDepths appends to out the matched prefix depth (> 0) of every slot found by the jump search over
+// positions [0, d), in the order the search settles them; slots it does not append have depth 0.
+func jumpDepths(h holderSet, d int, out []slotDepth) []slotDepth {
 	if d == 0 {
-		return
+		return out
 	}
 	cur := h.at(0)
 	if len(cur) == 0 {
-		return
+		return out
 	}
 	active := make([]slotID, len(cur))
 	copy(active, cur)
+	var dropped []slotID
 	lo, step := 0, JumpStride
 	for len(active) > 0 && lo < d-1 {
 		hi := lo + step
 		if hi > d-1 {
 			hi = d - 1
 		}
-		keep := active[:0]
+		keep, drop := active[:0], dropped[:0]
 		for _, s := range active {
 			if h.contains(hi, s) {
 				keep = append(keep, s)
-				continue
+			} else {
+				drop = append(drop, s)
 			}
-			// Binary search the last held position in [lo, hi): held(lo) is known, held(hi) is not.
-			l, r := lo, hi
-			for r-l > 1 {
-				m := (l + r) / 2
-				if h.contains(m, s) {
-					l = m
-				} else {
-					r = m
-				}
-			}
-			depth[s] = l + 1
 		}
-		active = keep
+		out = settle(h, lo, hi, drop, out)
+		active, dropped = keep, drop
 		lo = hi
 		step *= 2 // the next window is twice as long: O(log D) windows
 	}
 	for _, s := range active {
-		depth[s] = lo + 1
+		out = append(out, slotDepth{s, lo + 1})
 	}
+	return out
+}
+
+// settle binary-searches the last held position in [lo, hi) of every slot in group, all of which hold
+// lo and not hi, and appends their depths to out. The group is searched together: at each midpoint it
+// splits into the slots that hold it (searched on in the upper half) and the others (lower half), so
+// every position is probed once per group rather than once per slot (ranks that stop matching in the
+// same window share their first midpoints). Each slot's path is exactly its own binary search's: the
+// same midpoints, taken on its own answers.
+func settle(h holderSet, lo, hi int, group []slotID, out []slotDepth) []slotDepth {
+	for len(group) > 0 {
+		if hi-lo <= 1 {
+			for _, s := range group {
+				out = append(out, slotDepth{s, lo + 1})
+			}
+			return out
+		}
+		m := (lo + hi) / 2
+		// Partition in place: holders of m first.
+		k := 0
+		for i, s := range group {
+			if h.contains(m, s) {
+				group[i], group[k] = group[k], s
+				k++
+			}
+		}
+		if k < len(group) {
+			out = settle(h, lo, m, group[k:], out)
+		}
+		group, lo = group[:k], m
+	}
+	return out
 }
 
 // eventHolders answers holder queries on the event layer for one query.
@@ -69,15 +99,22 @@ type eventHolders struct {
 	live func(slotID) bool
 	skip func(slotID) bool // slots matched linearly instead
 	buf  []slotID
-	// memo of the last looked-up position (lastI −1: none): the jump search asks about one position
-	// for every active slot in a row. The index does not change during a query.
-	lastI int
-	lastE *blockEntry
+	// The last looked-up position (lastI −1: none), its entry and its overflow holders: the jump search
+	// asks about one position for every active slot in a row, so the entry's probe and the overflow
+	// map's access are paid once per position, not once per slot (on a system prompt held by every
+	// worker, the overflow map access per slot was the lookup's largest cost). The index does not
+	// change during a query.
+	lastI    int
+	lastE    *blockEntry
+	lastOver []holder
 }
 
 func (e *eventHolders) get(i int) *blockEntry {
 	if i != e.lastI {
-		e.lastI, e.lastE = i, e.ix.entry(e.seq[i])
+		e.lastI, e.lastE, e.lastOver = i, e.ix.entry(e.seq[i]), nil
+		if e.lastE != nil && e.lastE.count() > inlineHolders {
+			e.lastOver = e.ix.over[e.seq[i]]
+		}
 	}
 	return e.lastE
 }
@@ -88,19 +125,14 @@ func (e *eventHolders) at(i int) []slotID {
 	if be == nil {
 		return e.buf
 	}
-	add := func(h *holder) {
-		if h.tiers != 0 && e.live(h.slot) && !e.skip(h.slot) {
+	for j := 0; j < be.count() && j < inlineHolders; j++ {
+		if h := &be.inline[j]; h.tiers != 0 && e.live(h.slot) && !e.skip(h.slot) {
 			e.buf = append(e.buf, h.slot)
 		}
 	}
-	n := be.count()
-	for j := 0; j < n && j < inlineHolders; j++ {
-		add(&be.inline[j])
-	}
-	if n > inlineHolders {
-		over := e.ix.over[e.seq[i]]
-		for j := range over {
-			add(&over[j])
+	for j := range e.lastOver {
+		if h := &e.lastOver[j]; h.tiers != 0 && e.live(h.slot) && !e.skip(h.slot) {
+			e.buf = append(e.buf, h.slot)
 		}
 	}
 	return e.buf
@@ -111,8 +143,17 @@ func (e *eventHolders) contains(i int, s slotID) bool {
 	if be == nil {
 		return false
 	}
-	j := e.ix.findHolder(e.seq[i], be, s)
-	return j >= 0 && e.ix.holderAt(e.seq[i], be, j).tiers != 0
+	for j := 0; j < be.count() && j < inlineHolders; j++ {
+		if be.inline[j].slot == s {
+			return be.inline[j].tiers != 0
+		}
+	}
+	for j := range e.lastOver {
+		if e.lastOver[j].slot == s {
+			return e.lastOver[j].tiers != 0
+		}
+	}
+	return false
 }
 
 // softHolders answers holder queries on the soft layer at time now.

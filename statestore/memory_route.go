@@ -5,7 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"sort"
+	"slices"
 )
 
 // validateRoute checks what every store requires of a route request.
@@ -40,12 +40,12 @@ func validateRoute(req *RouteRequest, cfg PoolConfig) error {
 	return req.Overrides.Validate()
 }
 
-// overlaps returns every rank's overlap with the query (absent: 0), keyed by slot.
-func (p *memPool) overlaps(seq []uint64, now int64) map[slotID]Overlap {
-	ev := map[slotID]int{}
+// overlapList returns the overlap of every rank that holds a prefix of the query (event or soft), each
+// slot once, in no particular order.
+func (p *memPool) overlapList(seq []uint64, now int64) []slotOverlap {
 	eh := &eventHolders{ix: p.events, seq: seq, live: p.liveSlot, lastI: -1,
 		skip: func(s slotID) bool { return p.slots[s].idx.orphans > 0 }}
-	jumpDepths(eh, len(seq), ev)
+	ev := jumpDepths(eh, len(seq), nil)
 	if len(seq) > 0 {
 		// Ranks with orphans are walked linearly; only those holding the first block can match, so
 		// only its holders are looked at (not every rank of the pool).
@@ -59,24 +59,41 @@ func (p *memPool) overlaps(seq []uint64, now int64) map[slotID]Overlap {
 			}
 			for _, ri := range orphaned { // the entry pointer is not used across lookups
 				if d := linearDepth(p.events, ri, seq); d > 0 {
-					ev[ri.slot] = d
+					ev = append(ev, slotDepth{ri.slot, d})
 				}
 			}
 		}
 	}
-	out := make(map[slotID]Overlap, len(ev))
-	for s, d := range ev {
-		dev, host, disk := tierSplit(p.events, p.slots[s].idx, seq, d)
-		out[s] = Overlap{Device: dev, Host: host, Disk: disk, Event: d}
+	out := make([]slotOverlap, len(ev), len(ev)+1)
+	for i, sd := range ev {
+		dev, host, disk := tierSplit(p.events, p.slots[sd.slot].idx, seq, sd.depth)
+		out[i] = slotOverlap{sd.slot, Overlap{Device: dev, Host: host, Disk: disk, Event: sd.depth}}
 	}
 	if len(p.soft) > 0 {
-		soft := map[slotID]int{}
-		jumpDepths(&softHolders{sx: p.soft, seq: seq, now: now, live: p.liveSlot}, len(seq), soft)
-		for s, d := range soft {
-			o := out[s]
-			o.Soft = d
-			out[s] = o
+		soft := jumpDepths(&softHolders{sx: p.soft, seq: seq, now: now, live: p.liveSlot}, len(seq), nil)
+		for _, sd := range soft {
+			i := slices.IndexFunc(out, func(o slotOverlap) bool { return o.slot == sd.slot })
+			if i < 0 {
+				out, i = append(out, slotOverlap{slot: sd.slot}), len(out)
+			}
+			out[i].ov.Soft = sd.depth
 		}
+	}
+	return out
+}
+
+// slotOverlap is one slot's overlap with a query.
+type slotOverlap struct {
+	slot slotID
+	ov   Overlap
+}
+
+// overlaps returns every rank's overlap with the query (absent: 0), keyed by slot.
+func (p *memPool) overlaps(seq []uint64, now int64) map[slotID]Overlap {
+	list := p.overlapList(seq, now)
+	out := make(map[slotID]Overlap, len(list))
+	for _, o := range list {
+		out[o.slot] = o.ov
 	}
 	return out
 }
@@ -89,18 +106,23 @@ func (m *Memory) Overlap(_ context.Context, pool string, seq []uint64, now int64
 	}
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	ov := p.overlaps(seq, now)
-	held := make([]*memRank, 0, len(ov))
-	for s, o := range ov {
-		if _, _, _, d := o.Effective(); d > 0 {
-			held = append(held, p.slots[s])
+	type held struct {
+		rank  *memRank
+		depth int
+	}
+	var hs []held
+	for _, o := range p.overlapList(seq, now) {
+		if _, _, _, d := o.ov.Effective(); d > 0 {
+			hs = append(hs, held{p.slots[o.slot], d})
 		}
 	}
-	sort.Slice(held, func(i, j int) bool { return rankLess(held[i], held[j]) })
-	var out []Score
-	for _, r := range held {
-		_, _, _, d := ov[r.idx.slot].Effective()
-		out = append(out, Score{WorkerID: r.worker.spec.WorkerID, DPRank: r.rank, Blocks: d})
+	slices.SortFunc(hs, func(a, b held) int { return rankCmp(a.rank, b.rank) })
+	var out []Score // nil when nothing is held
+	if len(hs) > 0 {
+		out = make([]Score, len(hs))
+	}
+	for i, h := range hs {
+		out[i] = Score{WorkerID: h.rank.worker.spec.WorkerID, DPRank: h.rank.rank, Blocks: h.depth}
 	}
 	return out, nil
 }

@@ -152,11 +152,29 @@ func (m *u64Map[V]) full() bool { return 2*(m.n+1) > len(m.slots)-1 }
 func (m *u64Map[V]) Put(key uint64, v V) { *m.Ref(key) = v }
 
 func (m *u64Map[V]) grow() {
-	old := m.slots
 	size := 8
-	if len(old) > 0 {
-		size = 2 * (len(old) - 1)
+	if len(m.slots) > 0 {
+		size = 2 * (len(m.slots) - 1)
 	}
+	m.rehash(size)
+}
+
+// reserve makes room for n keys in all (load ≤ 1/2): one rehash now instead of one per doubling as the
+// keys arrive. Each doubling of a large table rehashes all of it with the caller's lock held (a
+// 1 M-entry event table: tens of ms), and the doublings together cost as much again as the last.
+func (m *u64Map[V]) reserve(n int) {
+	size := 8
+	for size < 2*n {
+		size *= 2
+	}
+	if size > len(m.slots)-1 {
+		m.rehash(size)
+	}
+}
+
+// rehash moves every key into a new table of size probed slots (a power of two, at least 2·n).
+func (m *u64Map[V]) rehash(size int) {
+	old := m.slots
 	m.init(size)
 	if len(old) == 0 {
 		return

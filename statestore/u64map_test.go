@@ -12,7 +12,9 @@ func TestU64MapMatchesGoMap(t *testing.T) {
 		ref := map[uint64]int{}
 		for range rapid.IntRange(0, 2000).Draw(t, "ops") {
 			k := rapid.Uint64Range(0, 64).Draw(t, "k") * rapid.SampledFrom([]uint64{1, 1 << 58, 0x9e3779b97f4a7c15}).Draw(t, "spread")
-			switch rapid.IntRange(0, 2).Draw(t, "op") {
+			switch rapid.IntRange(0, 3).Draw(t, "op") {
+			case 3:
+				m.reserve(rapid.IntRange(0, 300).Draw(t, "reserve"))
 			case 0:
 				v := rapid.Int().Draw(t, "v")
 				m.Put(k, v)
@@ -43,4 +45,30 @@ func TestU64MapMatchesGoMap(t *testing.T) {
 			t.Fatalf("range saw %d keys, want %d", n, len(ref))
 		}
 	})
+}
+
+// A reserved map takes that many keys without rehashing (the presizing of the embedded index relies on
+// it), and reserving keeps the keys it holds.
+func TestU64MapReserve(t *testing.T) {
+	var m u64Map[int]
+	for k := uint64(1); k <= 100; k++ {
+		m.Put(k, int(k))
+	}
+	m.reserve(5000)
+	slots := len(m.slots)
+	for k := uint64(1); k <= 5000; k++ {
+		if k <= 100 {
+			if v, ok := m.Get(k); !ok || v != int(k) {
+				t.Fatalf("key %d after reserve: %v %v", k, v, ok)
+			}
+		}
+		m.Put(k, int(k))
+	}
+	if len(m.slots) != slots || m.Len() != 5000 {
+		t.Fatalf("grew from %d to %d slots for 5000 keys after reserve(5000) (len %d)", slots, len(m.slots), m.Len())
+	}
+	m.reserve(10) // never shrinks
+	if len(m.slots) != slots {
+		t.Fatalf("reserve(10) resized %d → %d", slots, len(m.slots))
+	}
 }

@@ -24,6 +24,7 @@ func runBenchIndex(ctx context.Context, args []string) error {
 	duration := fs.Duration("duration", 0, "repeat the replay (fresh index each pass) until this much time was measured; 0 = one pass")
 	limit := fs.Int("requests", 0, "use only the first N requests of the trace (0 = all)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measured passes to this file")
+	undeclared := fs.Bool("undeclared", false, "register the workers without total_kv_blocks (the index grows from empty instead of being sized on registration)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -53,7 +54,7 @@ func runBenchIndex(ctx context.Context, args []string) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	res, err := bench.RunIndex(ctx, tl, bench.IndexOptions{Trace: *tracePath, Goroutines: *goroutines, Duration: *duration})
+	res, err := bench.RunIndex(ctx, tl, bench.IndexOptions{Trace: *tracePath, Goroutines: *goroutines, Duration: *duration, Undeclared: *undeclared})
 	if err != nil {
 		return err
 	}

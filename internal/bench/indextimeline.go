@@ -31,6 +31,7 @@ type IndexReport struct {
 	Workers        int     `json:"workers"`
 	EngineBlock    int     `json:"engine_block"`
 	CapacityBlocks int     `json:"capacity_blocks"`
+	Undeclared     bool    `json:"undeclared,omitempty"` // workers registered without total_kv_blocks
 	Goroutines     int     `json:"goroutines"`
 	Passes         int     `json:"passes"`
 	Seconds        float64 `json:"seconds"`
@@ -140,6 +141,9 @@ type IndexOptions struct {
 	Goroutines int
 	// Duration: repeat the replay (a fresh index each pass) until this much time was measured; 0 = one pass.
 	Duration time.Duration
+	// Undeclared registers the workers without their KV capacity (total_kv_blocks 0), as a worker that
+	// does not report it: the index then grows from empty instead of being sized on registration.
+	Undeclared bool
 }
 
 // RunIndex replays the timeline on fresh embedded stores and measures block operations per second
@@ -149,7 +153,7 @@ func RunIndex(ctx context.Context, tl *IndexTimeline, o IndexOptions) (IndexRepo
 	if g <= 0 {
 		g = runtime.GOMAXPROCS(0)
 	}
-	res := IndexReport{Trace: o.Trace, Workers: tl.workers, EngineBlock: tl.engineBlock, CapacityBlocks: tl.capacity, Goroutines: g}
+	res := IndexReport{Trace: o.Trace, Workers: tl.workers, EngineBlock: tl.engineBlock, CapacityBlocks: tl.capacity, Goroutines: g, Undeclared: o.Undeclared}
 	var lat []timedLookup
 	var elapsed, cpu time.Duration
 	var gc0 runtime.MemStats
@@ -159,7 +163,11 @@ func RunIndex(ctx context.Context, tl *IndexTimeline, o IndexOptions) (IndexRepo
 			return res, err
 		}
 		c0 := processCPU()
-		r, l, d, err := runIndexPass(ctx, tl.ops, tl.workers, tl.engineBlock, g, pass == 0)
+		declared := int64(tl.capacity)
+		if o.Undeclared {
+			declared = 0
+		}
+		r, l, d, err := runIndexPass(ctx, tl.ops, tl.workers, tl.engineBlock, g, declared, pass == 0)
 		cpu += processCPU() - c0
 		if err != nil {
 			return res, err
@@ -260,7 +268,7 @@ func benchWorkerID(w int) string { return fmt.Sprintf("w%03d", w) }
 
 // runIndexPass replays the timeline on a fresh embedded store with g goroutines (worker w's ops run on
 // goroutine w mod g, in order), timing each lookup.
-func runIndexPass(ctx context.Context, ops []indexOp, workers, engineBlock, g int, measureMemory bool) (IndexReport, []timedLookup, time.Duration, error) {
+func runIndexPass(ctx context.Context, ops []indexOp, workers, engineBlock, g int, declared int64, measureMemory bool) (IndexReport, []timedLookup, time.Duration, error) {
 	var res IndexReport
 	var before runtime.MemStats
 	if measureMemory {
@@ -273,7 +281,7 @@ func runIndexPass(ctx context.Context, ops []indexOp, workers, engineBlock, g in
 		return res, nil, 0, err
 	}
 	for w := 0; w < workers; w++ {
-		if err := st.PutWorker(ctx, "bench", statestore.WorkerSpec{WorkerID: benchWorkerID(w)}, 0); err != nil {
+		if err := st.PutWorker(ctx, "bench", statestore.WorkerSpec{WorkerID: benchWorkerID(w), TotalKVBlocks: declared}, 0); err != nil {
 			return res, nil, 0, err
 		}
 	}
