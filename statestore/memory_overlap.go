@@ -25,7 +25,8 @@ type slotDepth struct {
 
 // jumpDepths appends to out the matched prefix depth (> 0) of every slot found by the jump search over
 // positions [0, d), in the order the search settles them; slots it does not append have depth 0.
-func jumpDepths(h holderSet, d int, out []slotDepth) []slotDepth {
+// js holds its working slices between calls.
+func jumpDepths(h holderSet, d int, out []slotDepth, js *jumpScratch) []slotDepth {
 	if d == 0 {
 		return out
 	}
@@ -33,9 +34,8 @@ func jumpDepths(h holderSet, d int, out []slotDepth) []slotDepth {
 	if len(cur) == 0 {
 		return out
 	}
-	active := make([]slotID, len(cur))
-	copy(active, cur)
-	var dropped []slotID
+	active, dropped := append(js.active[:0], cur...), js.dropped[:0]
+	defer func() { js.active, js.dropped = active[:0], dropped[:0] }()
 	lo, step := 0, JumpStride
 	for len(active) > 0 && lo < d-1 {
 		hi := lo + step
@@ -92,13 +92,15 @@ func settle(h holderSet, lo, hi int, group []slotID, out []slotDepth) []slotDept
 	return out
 }
 
+// jumpScratch is jumpDepths' working memory: the slots still matching, and those that stopped in the
+// current window.
+type jumpScratch struct{ active, dropped []slotID }
+
 // eventHolders answers holder queries on the event layer for one query.
 type eventHolders struct {
-	ix   *eventIndex
-	seq  []uint64
-	live func(slotID) bool
-	skip func(slotID) bool // slots matched linearly instead
-	buf  []slotID
+	p   *memPool
+	seq []uint64
+	buf []slotID
 	// The last looked-up position (lastI −1: none), its entry and its overflow holders: the jump search
 	// asks about one position for every active slot in a row, so the entry's probe and the overflow
 	// map's access are paid once per position, not once per slot (on a system prompt held by every
@@ -111,9 +113,10 @@ type eventHolders struct {
 
 func (e *eventHolders) get(i int) *blockEntry {
 	if i != e.lastI {
-		e.lastI, e.lastE, e.lastOver = i, e.ix.entry(e.seq[i]), nil
+		ix := e.p.events
+		e.lastI, e.lastE, e.lastOver = i, ix.entry(e.seq[i]), nil
 		if e.lastE != nil && e.lastE.count() > inlineHolders {
-			e.lastOver = e.ix.over[e.seq[i]]
+			e.lastOver = ix.over[e.seq[i]]
 		}
 	}
 	return e.lastE
@@ -126,16 +129,23 @@ func (e *eventHolders) at(i int) []slotID {
 		return e.buf
 	}
 	for j := 0; j < be.count() && j < inlineHolders; j++ {
-		if h := &be.inline[j]; h.tiers != 0 && e.live(h.slot) && !e.skip(h.slot) {
+		if h := &be.inline[j]; h.tiers != 0 && e.searched(h.slot) {
 			e.buf = append(e.buf, h.slot)
 		}
 	}
 	for j := range e.lastOver {
-		if h := &e.lastOver[j]; h.tiers != 0 && e.live(h.slot) && !e.skip(h.slot) {
+		if h := &e.lastOver[j]; h.tiers != 0 && e.searched(h.slot) {
 			e.buf = append(e.buf, h.slot)
 		}
 	}
 	return e.buf
+}
+
+// searched reports whether slot s is live and matched by the jump search (ranks with orphans are
+// walked linearly instead).
+func (e *eventHolders) searched(s slotID) bool {
+	r := e.p.slots[s]
+	return r != nil && r.idx.orphans == 0
 }
 
 func (e *eventHolders) contains(i int, s slotID) bool {

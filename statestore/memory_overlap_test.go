@@ -68,7 +68,7 @@ func TestJumpDepthsGroupedMatchesPerSlot(t *testing.T) {
 		}
 		want := perSlotJumpDepths(h, d)
 		got := map[slotID]int{}
-		for _, sd := range jumpDepths(h, d, nil) {
+		for _, sd := range jumpDepths(h, d, nil, &jumpScratch{}) {
 			if _, dup := got[sd.slot]; dup {
 				t.Fatalf("slot %d settled twice", sd.slot)
 			}
