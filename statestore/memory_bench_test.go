@@ -8,29 +8,41 @@ import (
 	"github.com/kvrouter/kvrouter/blockhash"
 )
 
-// BenchmarkMemoryOverlap measures one lookup of a 768-block prompt (12 k tokens at block 16) over 16
-// workers that each hold a 512-block prefix of it plus private branches.
-func BenchmarkMemoryOverlap(b *testing.B) {
+// overlapBenchStore is a 16-worker pool whose worker w stores blocks(w) local hashes as one chain,
+// and the sequence hashes of the query of n blocks 1..n.
+func overlapBenchStore(b *testing.B, n int, blocks func(w int) []uint64) (*Memory, []uint64) {
 	ctx := context.Background()
 	m := NewMemory()
 	_ = m.PutPool(ctx, "p", DefaultPoolConfig(16))
-	local := make([]uint64, 768)
+	local := make([]uint64, n)
 	for i := range local {
 		local[i] = uint64(i + 1)
 	}
-	seq := blockhash.Sequence(nil, local)
 	for w := 0; w < 16; w++ {
 		id := fmt.Sprintf("w%02d", w)
 		_ = m.PutWorker(ctx, "p", WorkerSpec{WorkerID: id}, 0)
-		depth := 256 + w*32
 		ev := Event{Kind: EventStored}
-		for i := 0; i < depth; i++ {
-			ev.Blocks = append(ev.Blocks, StoredBlock{EngineHash: seq[i] + uint64(w), LocalHash: local[i]})
+		for i, lh := range blocks(w) {
+			ev.Blocks = append(ev.Blocks, StoredBlock{EngineHash: uint64(w*100000 + i + 1), LocalHash: lh})
 		}
 		if _, err := m.ApplyEvents(ctx, EventBatch{Pool: "p", WorkerID: id, Events: []Event{ev}}); err != nil {
 			b.Fatal(err)
 		}
 	}
+	return m, blockhash.Sequence(nil, local)
+}
+
+// BenchmarkMemoryOverlap measures one lookup of a 768-block prompt (12 k tokens at block 16) over 16
+// workers that each hold a prefix of it (256 + 32·w blocks).
+func BenchmarkMemoryOverlap(b *testing.B) {
+	ctx := context.Background()
+	m, seq := overlapBenchStore(b, 768, func(w int) []uint64 {
+		out := make([]uint64, 256+w*32)
+		for i := range out {
+			out[i] = uint64(i + 1)
+		}
+		return out
+	})
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
@@ -69,28 +81,16 @@ func BenchmarkMemoryStore(b *testing.B) {
 // cost of a lookup.
 func BenchmarkMemoryOverlapOneHolder(b *testing.B) {
 	ctx := context.Background()
-	m := NewMemory()
-	_ = m.PutPool(ctx, "p", DefaultPoolConfig(16))
-	local := make([]uint64, 300)
-	for i := range local {
-		local[i] = uint64(i + 1)
-	}
-	seq := blockhash.Sequence(nil, local)
-	for w := 0; w < 16; w++ {
-		id := fmt.Sprintf("w%02d", w)
-		_ = m.PutWorker(ctx, "p", WorkerSpec{WorkerID: id}, 0)
-		ev := Event{Kind: EventStored}
-		for i := 0; i < 256; i++ {
-			lh := local[i]
+	m, seq := overlapBenchStore(b, 300, func(w int) []uint64 {
+		out := make([]uint64, 256)
+		for i := range out {
+			out[i] = uint64(i + 1)
 			if w != 3 { // the others hold chains of their own
-				lh = uint64(w*1000 + i + 7)
+				out[i] = uint64(w*1000 + i + 7)
 			}
-			ev.Blocks = append(ev.Blocks, StoredBlock{EngineHash: uint64(w*100000 + i + 1), LocalHash: lh})
 		}
-		if _, err := m.ApplyEvents(ctx, EventBatch{Pool: "p", WorkerID: id, Events: []Event{ev}}); err != nil {
-			b.Fatal(err)
-		}
-	}
+		return out
+	})
 	b.ReportAllocs()
 	for b.Loop() {
 		s, _ := m.Overlap(ctx, "p", seq, 0)
