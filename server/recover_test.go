@@ -152,17 +152,7 @@ func TestIngestStartsWhileRedisIsUnreachable(t *testing.T) {
 	if code, body := httpDo(t, "GET", base+"/readyz", ""); code != 503 {
 		t.Fatalf("/readyz with Redis unreachable: %d %s, want 503", code, body)
 	}
-	srv.Restart(t)
-	st, err := statestore.Open(srv.URL(), statestore.OpenOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	waitFor(t, "w1 registered once Redis listens", hasOnlyW1(st))
-	waitFor(t, "/readyz 200", func() (bool, string) {
-		code, body := httpDo(t, "GET", base+"/readyz", "")
-		return code == 200, body
-	})
+	restartUntilW1Ready(t, srv, base)
 }
 
 // TestKeeperReadiness (defect 1): readiness is false while a configured pool is missing and the keeper

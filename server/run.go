@@ -86,9 +86,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	kept := pools
 	var engineWorkers func() map[string][]statestore.WorkerSpec
+	var eng engines
 	if len(cfg.Engines) > 0 {
-		eng, err := runEngines(ctx, cfg, rt, reg, logger)
-		if err != nil {
+		if eng, err = runEngines(ctx, cfg, rt, reg, logger, pools, deferred); err != nil {
 			return err
 		}
 		defer eng.stop() // after the HTTP server drained
@@ -100,7 +100,10 @@ func Run(ctx context.Context, cfg Config) error {
 			if err := pending.Connect(c); err != nil {
 				return err
 			}
-			return declarePools(c, rt, pools)
+			if err := declarePools(c, rt, pools); err != nil {
+				return err
+			}
+			return eng.checkBlockSize(c, rt)
 		})
 	}
 	kctx, stopKeeper := context.WithCancel(ctx)
@@ -202,20 +205,50 @@ type engines struct {
 	stop    func() // stops the subscribers and waits for them
 }
 
-// runEngines subscribes to cfg.Engines in-process, into cfg.EnginePool.
-func runEngines(ctx context.Context, cfg Config, rt *core.Router, reg *prometheus.Registry, logger *slog.Logger) (engines, error) {
-	sctx, cancel := context.WithTimeout(ctx, 2*cfg.StoreTimeout)
-	defer cancel()
+// runEngines subscribes to cfg.Engines in-process, into cfg.EnginePool, with the pool's block size as the
+// store has it. When the store is not available (deferred: serve started while Redis was unreachable or
+// unavailable) it makes no store call: the subscribers use the block size configured for the pool (a
+// subscriber retries its writes with backoff, so its events land once the keeper has connected the
+// store, declared the pool and registered the workers), and checkBlockSize then refuses readiness if
+// the store's pool turns out to have another one.
+func runEngines(ctx context.Context, cfg Config, rt *core.Router, reg *prometheus.Registry, logger *slog.Logger,
+	pools []PoolSetup, deferred bool) (engines, error) {
 	pool := cfg.enginePool()
-	pc, err := rt.PoolConfig(sctx, pool)
-	if err != nil {
-		return engines{}, fmt.Errorf("engine: pool %q: %w", pool, err)
+	blockSize := 0
+	if !deferred {
+		sctx, cancel := context.WithTimeout(ctx, 2*cfg.StoreTimeout)
+		defer cancel()
+		pc, err := rt.PoolConfig(sctx, pool)
+		switch {
+		case err == nil:
+			blockSize = pc.BlockSize
+		case errors.Is(err, statestore.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded):
+			deferred = true // Redis went away since the pools were declared: as if it never answered
+			logger.Warn("state store unavailable while subscribing the engines: subscribing with the configured block size",
+				"pool", pool, "err", err)
+		default:
+			return engines{}, fmt.Errorf("engine: pool %q: %w", pool, err)
+		}
 	}
-	specs, err := ingest.ParseEngines(cfg.Engines, ingest.EngineOptions{Pool: pool, BlockSize: pc.BlockSize, QueueSize: engineQueueSize, Logger: logger})
+	if deferred {
+		i := slices.IndexFunc(pools, func(p PoolSetup) bool { return p.Name == pool })
+		if i < 0 {
+			return engines{}, fmt.Errorf("invalid configuration: engine pool %q is not a configured pool", pool)
+		}
+		blockSize = pools[i].Config.BlockSize
+	}
+	specs, err := ingest.ParseEngines(cfg.Engines, ingest.EngineOptions{Pool: pool, BlockSize: blockSize, QueueSize: engineQueueSize, Logger: logger})
 	if err != nil {
 		return engines{}, fmt.Errorf("invalid configuration: %v", err)
 	}
-	mgr, err := ingest.Prepare(sctx, rt.Store(), pool, pc.BlockSize, specs)
+	var mgr *ingest.Manager
+	if deferred {
+		mgr, err = ingest.Subscribe(rt.Store(), specs)
+	} else {
+		sctx, cancel := context.WithTimeout(ctx, 2*cfg.StoreTimeout)
+		mgr, err = ingest.Prepare(sctx, rt.Store(), pool, blockSize, specs)
+		cancel()
+	}
 	if err != nil {
 		return engines{}, fmt.Errorf("engine: %w", err)
 	}
@@ -227,10 +260,29 @@ func runEngines(ctx context.Context, cfg Config, rt *core.Router, reg *prometheu
 		_ = mgr.Run(mctx)
 	}()
 	return engines{
-		pool:    PoolSetup{Name: pool, Config: statestore.DefaultPoolConfig(pc.BlockSize), IfMissing: true},
+		pool:    PoolSetup{Name: pool, Config: statestore.DefaultPoolConfig(blockSize), IfMissing: true},
 		workers: servedWorkers(mgr, pool, specs),
 		stop:    func() { stopMgr(); <-done },
 	}, nil
+}
+
+// checkBlockSize verifies, once the store answers, that the engines' pool has the block size their
+// subscribers were started with (the configured one, when serve started without the store); a pool
+// created earlier with another block size would reject every event (block_size_mismatch). Nil when
+// there are no engines.
+func (e engines) checkBlockSize(ctx context.Context, rt *core.Router) error {
+	if e.stop == nil {
+		return nil
+	}
+	pc, err := rt.PoolConfig(ctx, e.pool.Name)
+	if err != nil {
+		return fmt.Errorf("engine pool %q: %w", e.pool.Name, err)
+	}
+	if pc.BlockSize != e.pool.Config.BlockSize {
+		return fmt.Errorf("engine pool %q has block_size %d in the store, but its engines were subscribed with the configured %d: "+
+			"configure the pool's block_size to %d and restart", e.pool.Name, pc.BlockSize, e.pool.Config.BlockSize, pc.BlockSize)
+	}
+	return nil
 }
 
 // servedWorkers returns the registrations of specs whose worker still has a stream in mgr, by pool.

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/kvrouter/kvrouter/internal/testlog"
 	"github.com/kvrouter/kvrouter/internal/testredis"
+	"github.com/kvrouter/kvrouter/statestore"
 )
 
 // routeOnce posts a route and returns status, body and the Retry-After header.
@@ -173,4 +175,81 @@ func TestServeStartsWhileRedisIsUnreachable(t *testing.T) {
 
 	srv.Restart(t)
 	checkDeferredDeclaration(t, base, logs)
+}
+
+// serveWithEngine starts serve over srv's address with one in-process engine, w1, that nothing publishes
+// on (its subscriber just waits; the worker is registered all the same).
+func serveWithEngine(t *testing.T, srv *testredis.Server) (string, *testlog.Buffer, func()) {
+	t.Helper()
+	logs := &testlog.Buffer{}
+	cfg := DefaultConfig()
+	cfg.Addr, cfg.LogOutput, cfg.Store = "127.0.0.1:0", logs, srv.URL()
+	cfg.RecoverInterval = 100 * time.Millisecond
+	cfg.Engines = []string{"w1=tcp://127.0.0.1:1,url=http://w1:8000"}
+	base, stop := startServe(t, cfg)
+	return base, logs, stop
+}
+
+// restartUntilW1Ready starts srv again and waits until the process at base registered w1 there and is
+// ready; it returns a store open on srv (closed by t.Cleanup).
+func restartUntilW1Ready(t *testing.T, srv *testredis.Server, base string) statestore.Store {
+	t.Helper()
+	srv.Restart(t)
+	st, err := statestore.Open(srv.URL(), statestore.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	waitFor(t, "w1 registered once Redis listens", hasOnlyW1(st))
+	waitFor(t, "/readyz 200", func() (bool, string) {
+		code, body := httpDo(t, "GET", base+"/readyz", "")
+		return code == 200, body
+	})
+	return st
+}
+
+// TestServeWithEnginesStartsWhileRedisIsUnreachable: serve with in-process engines (--engine) started
+// while nothing listens at its Redis address subscribes with the engine pool's configured block size and
+// serves, not ready; once Redis listens the keeper connects, declares the pool, registers the engine's
+// worker and the router is ready. (Before, it exited: the engines' setup read the pool from the store.)
+func TestServeWithEnginesStartsWhileRedisIsUnreachable(t *testing.T) {
+	srv := testredis.Start(t)
+	srv.Stop()
+	base, _, stop := serveWithEngine(t, srv)
+	defer stop()
+	if code, body := httpDo(t, "GET", base+"/readyz", ""); code != 503 {
+		t.Fatalf("/readyz with Redis unreachable: %d %s, want 503", code, body)
+	}
+	st := restartUntilW1Ready(t, srv, base)
+	pc, err := st.GetPool(context.Background(), "default")
+	if err != nil || pc.BlockSize != DefaultBlockSize {
+		t.Fatalf("engine pool after the deferred declaration: %+v %v, want block_size %d", pc, err, DefaultBlockSize)
+	}
+}
+
+// TestServeWithEnginesRefusesAnotherBlockSize: when the store answers at last and the engines' pool
+// already exists there with a block size other than the configured one the subscribers were started
+// with, the router stays not ready and says why (every event would be rejected otherwise).
+func TestServeWithEnginesRefusesAnotherBlockSize(t *testing.T) {
+	// Persisted, so that the pool written now is there when the server comes back.
+	srv := testredis.Start(t, "--appendonly", "yes", "--appendfsync", "always")
+	st, err := statestore.Open(srv.URL(), statestore.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.PutPool(context.Background(), "default", statestore.DefaultPoolConfig(32)); err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	base, logs, stop := serveWithEngine(t, srv)
+	defer stop()
+	srv.Restart(t)
+	waitFor(t, "/readyz naming the block size", func() (bool, string) {
+		code, body := httpDo(t, "GET", base+"/readyz", "")
+		return code == 503 && strings.Contains(body, "block_size 32"), body
+	})
+	waitFor(t, "the error logged", func() (bool, string) {
+		return strings.Contains(logs.String(), "has block_size 32 in the store"), logs.String()
+	})
 }
