@@ -105,6 +105,8 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 			return eng.checkBlockSize(c, rt)
 		})
+	} else if eng.unchecked {
+		kp.deferDeclaration(func(c context.Context) error { return eng.checkBlockSize(c, rt) })
 	}
 	kctx, stopKeeper := context.WithCancel(ctx)
 	defer stopKeeper()
@@ -203,6 +205,9 @@ type engines struct {
 	// workers returns the engines' worker registrations still served (streams removed are dropped).
 	workers func() map[string][]statestore.WorkerSpec
 	stop    func() // stops the subscribers and waits for them
+	// unchecked: subscribed with the configured block size because the store did not answer (so
+	// checkBlockSize must pass before the router is ready).
+	unchecked bool
 }
 
 // runEngines subscribes to cfg.Engines in-process, into cfg.EnginePool, with the pool's block size as the
@@ -260,9 +265,10 @@ func runEngines(ctx context.Context, cfg Config, rt *core.Router, reg *prometheu
 		_ = mgr.Run(mctx)
 	}()
 	return engines{
-		pool:    PoolSetup{Name: pool, Config: statestore.DefaultPoolConfig(blockSize), IfMissing: true},
-		workers: servedWorkers(mgr, pool, specs),
-		stop:    func() { stopMgr(); <-done },
+		pool:      PoolSetup{Name: pool, Config: statestore.DefaultPoolConfig(blockSize), IfMissing: true},
+		workers:   servedWorkers(mgr, pool, specs),
+		stop:      func() { stopMgr(); <-done },
+		unchecked: deferred,
 	}, nil
 }
 
