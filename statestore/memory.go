@@ -236,9 +236,9 @@ func (p *memPool) newSlot(r *memRank) *rankIndex {
 // total is within it. A cache fills within minutes of serving, and the index then holds about that many
 // entries anyway; sizing up front spares the doublings on the way, each of which rehashes the whole
 // table under the pool's lock (the last one of a 1 M-entry index: tens of ms during which no decision
-// is made), and ~10 % of the CPU of replaying the Mooncake trace into an empty index. Beyond the bound
-// (thousands of large workers) the tables grow as before, so a registration never allocates more than
-// this.
+// is made), which a profile of replaying the Mooncake trace into an empty index put at ~10 % of its CPU.
+// Beyond the bound (thousands of large workers) the tables grow as before, so a registration never
+// allocates more than this.
 const presizeMaxEntries = 1 << 21
 
 // presize notes a new rank's declared capacity and sizes the event table for the pool's total.
@@ -353,8 +353,7 @@ func (p *memPool) detachRank(r *memRank) {
 	p.rosterOld = true
 }
 
-// rankLess is the candidate order: worker id bytes, then dp rank.
-// rankCmp is rankLess as a three-way comparison (for slices.SortFunc).
+// rankCmp is the candidate order as a three-way comparison: worker id bytes, then dp rank.
 func rankCmp(a, b *memRank) int {
 	if c := strings.Compare(a.worker.spec.WorkerID, b.worker.spec.WorkerID); c != 0 {
 		return c
@@ -362,12 +361,8 @@ func rankCmp(a, b *memRank) int {
 	return cmp.Compare(a.rank, b.rank)
 }
 
-func rankLess(a, b *memRank) bool {
-	if a.worker.spec.WorkerID != b.worker.spec.WorkerID {
-		return a.worker.spec.WorkerID < b.worker.spec.WorkerID
-	}
-	return a.rank < b.rank
-}
+// rankLess is the candidate order: worker id bytes, then dp rank.
+func rankLess(a, b *memRank) bool { return rankCmp(a, b) < 0 }
 
 // roster returns every registered rank in candidate order. Registration and removal only note the
 // change; the next caller merges the ranks registered since (O(n + k log k)), so registering n workers
