@@ -134,8 +134,8 @@ func (p *memPool) applyOne(w *memWorker, ev *Event, res *ApplyResult) {
 				// the entry back along its probe chain: removals never insert, so a key found absent
 				// stays absent, and a key still at its slot is there.
 				ei := eis[k]
-				if bm := &r.idx.byEngine; ei >= 0 && (ei >= len(bm.slots) || bm.slots[ei].key != h || !bm.usedAt(ei)) {
-					ei = bm.find(h)
+				if ei >= 0 && !r.idx.byEngine.holds(ei, h) {
+					ei = r.idx.byEngine.find(h)
 				}
 				if ei < 0 || !r.idx.unstore(p.events, ei, ev.Tier) {
 					res.BlockNotFound++

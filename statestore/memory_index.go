@@ -162,7 +162,7 @@ func bestTier(tiers uint8) Tier {
 // none); it saves the probe when it does. The pointers and the slot are valid until the index changes.
 func (r *rankIndex) holderOf(ix *eventIndex, seq, parent uint64, hasParent bool, hint int) (*holder, *blockEntry, int) {
 	ti, inserted := hint, false
-	if hint < 0 || hint >= len(ix.m.slots) || ix.m.slots[hint].key != seq || !ix.m.usedAt(hint) {
+	if !ix.m.holds(hint, seq) {
 		ti, inserted = ix.m.refIndex(seq)
 	}
 	e := &ix.m.slots[ti].val
@@ -208,7 +208,7 @@ func (r *rankIndex) store(ix *eventIndex, seq, parent uint64, hasParent bool, en
 		if p.tiers == 0 {
 			r.orphans++
 		}
-		if ti >= len(ix.m.slots) || ix.m.slots[ti].key != seq {
+		if !ix.m.holds(ti, seq) {
 			ti = -1 // the parent's insertion grew the table
 		}
 	}

@@ -66,6 +66,12 @@ func (m *u64Map[V]) usedAt(i int) bool {
 	return m.slots[i].key != 0
 }
 
+// holds reports whether table slot i (any int) holds key: a slot index kept across changes is still
+// good when it does (deletions shift entries back, growth moves them all).
+func (m *u64Map[V]) holds(i int, key uint64) bool {
+	return i >= 0 && i < len(m.slots) && m.slots[i].key == key && m.usedAt(i)
+}
+
 // find returns the slot index of key, or -1.
 func (m *u64Map[V]) find(key uint64) int {
 	if m.n == 0 {
