@@ -141,7 +141,7 @@ type memPool struct {
 	engineBuf []uint64 // scratch: engine hashes of the Stored event being applied
 	slotBuf   []int    // scratch: engine-map slots of a Removed chunk's blocks (−1: not found)
 	declared  int64    // KV blocks declared by the ranks registered so far (total_kv_blocks; presize)
-	sink      uint64   // keeps the prefetching reads of u64Map.touch from being optimised away
+	sink      uint64   // keeps the prefetching reads of u64Map.touch (not amd64) from being optimised away
 }
 
 func (m *Memory) pool(name string) (*memPool, error) {

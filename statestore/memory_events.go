@@ -160,11 +160,14 @@ func (p *memPool) applyOne(w *memWorker, ev *Event, res *ApplyResult) {
 // and translations still being cached. In a 64 MiB table on the shared box (BenchmarkRandomLineReread*)
 // reading 256 touched random lines again is nearly free (touch + second read 35–41 ns a key, touch
 // alone 35–40), 2,048 lines cost 15–20 ns a key more; half the stored blocks of the Mooncake replay
-// arrive in events of more than 1,250 blocks, i.e. 2,500 touched lines.
+// arrive in events of more than 1,250 blocks, i.e. 2,500 touched lines. With PREFETCHT0 in place of the
+// reads (amd64, BenchmarkRandomLineRereadPrefetched) the same pattern costs 12.7 ns a key; smaller chunks
+// with the next chunk prefetched while one applies (32–128) measured no better on the replay.
 const prefetchChunk = 256
 
-// prefetch reads the home cache lines of seqs in the event table and of engines in rank r's engine map
-// (u64Map.touch): their misses overlap, so the finds, inserts and deletions that follow hit the cache.
+// prefetch fetches the home cache lines of seqs in the event table and of engines in rank r's engine map
+// (u64Map.prefetch): their misses overlap, so the finds, inserts and deletions that follow mostly hit
+// the cache.
 func (p *memPool) prefetch(r *memRank, seqs, engines []uint64) {
-	p.sink += p.events.m.touch(seqs) + r.idx.byEngine.touch(engines)
+	p.sink += p.events.m.prefetch(seqs) + r.idx.byEngine.prefetch(engines)
 }

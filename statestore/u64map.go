@@ -241,7 +241,8 @@ func (m *u64Map[V]) Range(f func(key uint64, v *V) bool) {
 
 // touch reads the home slot of every key and returns a value derived from them. Called on a batch of
 // keys before they are processed one by one, it lets the CPU fetch their cache lines in parallel
-// (memory-level parallelism: the later dependent probes then hit the cache). A software prefetch.
+// (memory-level parallelism: the later dependent probes then hit the cache). A software prefetch with
+// plain loads: prefetch's fallback where there is no prefetch instruction (prefetch_other.go).
 func (m *u64Map[V]) touch(keys []uint64) uint64 {
 	if len(m.slots) == 0 {
 		return 0

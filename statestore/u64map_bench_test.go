@@ -48,14 +48,24 @@ func BenchmarkRandomLineReread(b *testing.B) { rereadLines(b, prefetchChunk) }
 // pattern of touching a whole event before applying it.
 func BenchmarkRandomLineRereadWholeEvent(b *testing.B) { rereadLines(b, 2048) }
 
-func rereadLines(b *testing.B, batch int) {
+// BenchmarkRandomLineRereadPrefetched is Reread with u64Map.prefetch (PREFETCHT0 on amd64) in place of
+// touch: the pattern of the event apply loop since the ninth session.
+func BenchmarkRandomLineRereadPrefetched(b *testing.B) { rereadLinesWith(b, prefetchChunk, true) }
+
+func rereadLines(b *testing.B, batch int) { rereadLinesWith(b, batch, false) }
+
+func rereadLinesWith(b *testing.B, batch int, prefetch bool) {
 	m := randomLineTable()
 	keys := make([]uint64, batch)
 	var x uint64
 	b.ResetTimer()
 	for n := 0; n < b.N; n += len(keys) {
 		fillKeys(keys, uint64(n))
-		x += m.touch(keys)
+		if prefetch {
+			x += m.prefetch(keys)
+		} else {
+			x += m.touch(keys)
+		}
 		for _, k := range keys {
 			x += m.slots[m.home(k)].val.parent
 		}
