@@ -75,6 +75,7 @@ local SEQ, ER, SK, SH   -- query hashes and index entries read this call (see be
 local HINT              -- slot -> offset of its record in the last event entry it was found in (event_tiers)
 local cfg, pcfg         -- knobs: cfg the pool's, then (apply_overrides) the request's effective ones; pcfg the pool's
 local nsx               -- ZCARD of sx before reclamation (nil: not read); 0 means no soft entries at all
+local QUIET             -- prepare found none of dead, sx, sy, orph, nd, hu (one EXISTS); nil: not checked
 local N, SL, live       -- roster size, candidate -> slot, slot -> candidate (read-only: memoized with the roster)
 local ndc               -- slot -> non-device blocks (nd), read by tier_split's first call
 local OV                -- overlaps: slot -> {device, host, disk, event, soft} blocks (memory: Overlap)
@@ -121,7 +122,7 @@ local function read_request(ARGV)
 end
 -- reset_state: every other per-call variable to its starting value.
 local function reset_state()
-  cfg, pcfg, nsx, N, SL, live, ndc, OV = nil, nil, nil, nil, nil, nil, nil, {}
+  cfg, pcfg, nsx, QUIET, N, SL, live, ndc, OV = nil, nil, nil, nil, nil, nil, nil, nil, {}
   osc, hw, dw, pls, decay_d, rw, temp, bpf, bdf, bs = nil, nil, nil, nil, nil, nil, nil, nil, nil, nil
   required, TC, FAST, nexta, na, allowed, excluded = nil, nil, nil, nil, nil, nil, nil
   seen, DEAD, HB, HO, widf, LV, lvstamp, MN, TK = nil, nil, nil, nil, nil, nil, nil, nil, nil
@@ -141,9 +142,19 @@ local function prepare()
   local refusal = validate_route()
   if refusal then return refusal end
   release_expired(now, nows)
-  nsx = redis.call('ZCARD', K_SX)
-  reclaim(now, 16, nsx > 0 and 32 or 0)
-  sweep_sessions(now, cfg.sttl)
+  -- Six keys that are usually absent (dead slots to reclaim, soft entries, idle sessions, orphan and
+  -- non-device counts, unhealthy workers): one EXISTS instead of a probe of each. Nothing this call does
+  -- before its booking (the last step) writes any of them, and release_expired, which may add idle
+  -- sessions, has run, so absent here stays absent for every read below; reclaim and sweep_sessions on
+  -- absent keys do nothing.
+  QUIET = redis.call('EXISTS', K_DEAD, K_SX, K_SY, K_ORPH, K_ND, K_HU) == 0
+  if QUIET then
+    nsx = 0
+  else
+    nsx = redis.call('ZCARD', K_SX)
+    reclaim(now, 16, nsx > 0 and 32 or 0)
+    sweep_sessions(now, cfg.sttl)
+  end
   if mode == 'route' and redis.call('HEXISTS', K_LS, reqid) == 1 then return {'conflict'} end
   return nil
 end
@@ -251,7 +262,7 @@ end
 local function tier_split(s, d)
   if not ndc then
     ndc = {}
-    local kv = redis.call('HGETALL', K_ND)
+    local kv = QUIET and NONE or redis.call('HGETALL', K_ND)
     for i = 1, #kv, 2 do ndc[tonumber(kv[i])] = tonumber(kv[i + 1]) end
   end
   local dev, host, disk = d, 0, 0
@@ -277,7 +288,7 @@ local function overlaps()
   local ev = {}
   if D > 0 and N > 0 then
     local orph = {}
-    local kv = redis.call('HGETALL', K_ORPH)
+    local kv = QUIET and NONE or redis.call('HGETALL', K_ORPH)
     for i = 1, #kv, 2 do if tonumber(kv[i + 1]) > 0 then orph[tonumber(kv[i])] = true end end
     local at0 = {}
     local s0 = event_entry(0)
@@ -386,7 +397,7 @@ local function new_route_filter(ARGV)
     for i = 1, nx do excluded[ARGV[nexta + 1 + na + i]] = true end
   end
   if cfg.ua > 0 then
-    local kv = redis.call('HGETALL', K_HU)
+    local kv = QUIET and NONE or redis.call('HGETALL', K_HU)
     for i = 1, #kv, 2 do
       local u, p, b = struct.unpack('>ddd', kv[i + 1])
       if now < u or now < p then
