@@ -2,7 +2,7 @@
 
 // func prefetchHomes(base unsafe.Pointer, keys []uint64, shift uint, homes uint64, slotSize uintptr)
 //
-// For each key: slot = (key * 0x9e3779b97f4a7c15) >> shift & homes (u64Map.home, Fibonacci hashing),
+// For each key: slot = (key * fibonacciMul) >> shift & homes (u64Map.home, Fibonacci hashing),
 // then PREFETCHT0 base + slot*slotSize. A prefetch retires without waiting for its line, so the loop
 // costs a few cycles a key and the misses overlap with the work that follows.
 TEXT ·prefetchHomes(SB), NOSPLIT, $0-56

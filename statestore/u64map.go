@@ -34,7 +34,11 @@ type u64Slot[V any] struct {
 	val V
 }
 
-func (m *u64Map[V]) home(key uint64) uint64 { return (key * 0x9e3779b97f4a7c15) >> m.shift & m.homes }
+// fibonacciMul is 2^64/φ rounded to odd: Fibonacci hashing's multiplier. prefetch_amd64.s repeats it
+// (TestPrefetchAsmUsesFibonacciMul).
+const fibonacciMul = 0x9e3779b97f4a7c15
+
+func (m *u64Map[V]) home(key uint64) uint64 { return (key * fibonacciMul) >> m.shift & m.homes }
 
 // cacheLine is the CPU's cache line, bytes. Tables above 32 KiB are page-aligned Go allocations, so
 // their slot 0 starts a line; smaller ones stay in the cache anyway.

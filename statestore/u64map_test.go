@@ -1,6 +1,9 @@
 package statestore
 
 import (
+	"fmt"
+	"os"
+	"strings"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -70,5 +73,17 @@ func TestU64MapReserve(t *testing.T) {
 	m.reserve(10) // never shrinks
 	if len(m.slots) != slots {
 		t.Fatalf("reserve(10) resized %d → %d", slots, len(m.slots))
+	}
+}
+
+// The assembly prefetch computes u64Map.home itself: a multiplier that drifted from fibonacciMul would
+// prefetch the wrong lines (no error, just the speed lost).
+func TestPrefetchAsmUsesFibonacciMul(t *testing.T) {
+	src, err := os.ReadFile("prefetch_amd64.s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("MOVQ $%#x, R11", uint64(fibonacciMul)); !strings.Contains(string(src), want) {
+		t.Fatalf("prefetch_amd64.s does not load fibonacciMul (%q)", want)
 	}
 }
