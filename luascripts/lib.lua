@@ -114,30 +114,16 @@ local function pool_check()
   return {'unknown_pool'}
 end
 
--- presized returns an empty table whose array part already spans 1..n: Lua 5.1 grows a table by rehashing
--- all of it at every power of two, and a memo that fills across calls charged each doubling to whichever
--- call crossed it (the partial loads memo at 4,096 ranks: a 16,384-node rehash, 1.4 M of a 2.6 M-instruction
--- route call, callgrind; PERFORMANCE.md "Ninth session"). Filled once with false and emptied again, the
--- array part stays (setting nil never shrinks a table; only a rehash does, and no key outside 1..n is ever
--- stored in these tables), so every later store of a key in 0..n lands in place; a read of a missing
--- key still falls through to __index. Key 0 (hash part) is stored first: the first store into an empty
--- hash part rehashes, and a rehash of a sparse array part would shrink it. O(n) once, ~50 instructions
--- a slot.
-local function presized(n)
-  local t = {[0] = false}
-  for j = 1, n do t[j] = false end
-  for j = 0, n do t[j] = nil end
-  return t
-end
 -- istr: the decimal string of integer n, memoized across calls for the small non-negative integers
 -- redis.call arguments mostly are (byte offsets into a loads chunk, lz ranks) and key or
 -- field names are built of (bucket numbers, slots, rank ids): a Lua number passed to
 -- redis.call is formatted by Redis with snprintf("%.17g"), ~2.3 k instructions each (callgrind, Redis
 -- 7.0), and Lua's own number-to-string (`..` with a number, tostring) is sprintf("%.14g"), ~1.5-2 k; a
 -- memoized string costs two table lookups. Bounded: integers from 0 to ISTR_MAX only. Kept in pages of 256
--- (ISTR[n − n % 256][n % 256 + 1]), each presized when first used: one flat table of up to 65,536 keys
--- filled over a VM's first calls rehashed whole at every power of two, and a cold VM's (after a restart or
--- failover) route calls paid those doublings, 0.4 M instructions at 8,192 keys (callgrind, 4,096 workers).
+-- (ISTR[n − n % 256][n % 256 + 1]): Lua 5.1 rehashes a table whole at every power of two, and one flat
+-- table of up to 65,536 keys filling over a VM's first calls charged each doubling to the call that
+-- crossed it (0.4 M instructions at 8,192 keys, callgrind, 4,096 workers; a cold VM after a restart or
+-- failover fills it again). A page never holds more than 256 keys.
 local ISTR, ISTR_MAX = {}, 65535
 local function istr(n)
   local lo = n % 256
@@ -146,7 +132,7 @@ local function istr(n)
   if s then return s end
   s = string.format('%d', n)
   if n >= 0 and n <= ISTR_MAX and lo == math.floor(lo) then
-    if not page then page = presized(256); ISTR[n - lo] = page end
+    if not page then page = {}; ISTR[n - lo] = page end
     page[lo + 1] = s
   end
   return s
@@ -1012,7 +998,7 @@ end}
 local function lv_partial(e, stamp, n)
   if not stamp then return setmetatable({}, LV_PARTIAL) end
   if not e then
-    e = {n = stamp, m = setmetatable(presized(3 * n), LV_PARTIAL), N = n}
+    e = {n = stamp, m = setmetatable({}, LV_PARTIAL), N = n}
     lv_memo_adopt(e)
   end
   return e.m
