@@ -76,7 +76,8 @@ local ROS, EC, CNT   -- per-call caches (roster, event-index entries, counter de
 local LVW            -- this call's loads memo after its first loads write (lv_touch); false: none
 local LZC            -- this call's pool knobs for lz scores (LZ.knobs), nil until read
 local LZP            -- this call's pending knobs (cfg 'pbin': a rescoring under way), false: none, nil: unread
-local LVC            -- this call's loads chunks read through a partial loads memo (LV_PARTIAL), nil until then
+local LVC            -- this call's loads chunks read through a partial loads memo, nil until then
+local LVP, LVV       -- this call's paged partial loads memo and route's view of it (lv_partial), nil: none
 local GP             -- this call's engine-map parameters per slot (gparams), nil until read
 -- This call's event-index bucket count as read (nil: unread; false: none), its parameters (eparams) and the
 -- entries it created minus those it deleted (en_add).
@@ -90,7 +91,7 @@ local function bind(keys)
   K_HC, K_HU, K_SY, K_LZ, K_LC, K_SZ, K_LP, K_TC, K_LZN =
     keys[19], keys[20], keys[21], keys[22], keys[23], keys[24], keys[25], keys[26], keys[27]
   ROS, EC, CNT = nil, nil, nil   -- EC and CNT made on first use (most calls of route and done never do)
-  LVW, LZC, LZP, LVC, GP = nil, nil, nil, nil, nil
+  LVW, LZC, LZP, LVC, GP, LVP, LVV = nil, nil, nil, nil, nil, nil, nil
   EGN, EP, ENC = nil, nil, 0
 end
 
@@ -889,11 +890,13 @@ end
 -- Routers of that build, still running in a rolling upgrade, read 'lvs' as their stamp too: every write of
 -- this build changes it, so their memos miss, and theirs are never integers, so this build's miss too.
 -- A memo is whole (full: every candidate's three numbers, from lv_all) or partial (route's fast path: the
--- candidates it read so far, each filled on first use from its loads chunk: LV_PARTIAL). A partial memo
+-- candidates it read so far, each filled on first use from its loads chunk: lv_partial, flat or in pages).
+-- A partial memo
 -- carried from call to call under consecutive stamps keeps the loads of the candidates decisions keep
 -- meeting (the holders of hot prefixes, the head of lz), so a steady-state route and done read none of
 -- them from Redis: each lv_set writes its exact numbers into the memo, and nothing else writes loads.
--- MEMO.lv: loads key -> {n = stamp, m = column, N = candidates, full = true|nil}, one entry per pool
+-- MEMO.lv: loads key -> {n = stamp, m = column or pages (a large partial memo), N = candidates,
+-- full = true|nil}, one entry per pool
 -- (MEMO.n_lv of them).
 local function lv_memo_set(e)
   local had = MEMO.lv[K_LD] ~= nil
@@ -981,7 +984,17 @@ local function lv_from(i, cache)
   local p, d, r = struct.unpack('>ddd', s, o + 1)
   return p, d, r, true
 end
--- LV_PARTIAL: the metatable of a partial loads memo: a missing entry j (candidate i's three numbers at
+-- A partial loads memo of n ≤ LV_PAGE candidates is one flat column read through LV_PARTIAL; a larger one
+-- is paged: {paged = true, [b] = page} with page b (b = i − 1 − (i − 1) % LV_PAGE) holding candidates
+-- b + 1..b + LV_PAGE, candidate i's three numbers at keys 3q + 1..3q + 3 (q = (i − 1) % LV_PAGE), read by route
+-- through a per-call view (LV_VIEW). Why pages: the memo fills as candidates are first met, sparsely, so its
+-- keys live in a table's hash part, and Lua 5.1 rehashes a table whole at every power of two; one flat memo
+-- of 3 × 4,096 numbers charged its last doublings (8,192 → 16,384 nodes, up to 1.4 M instructions) to
+-- whichever route call crossed them (PERFORMANCE.md "Ninth session"). A page never holds more than
+-- 3 × LV_PAGE numbers. Why not always: the view costs ~4 % more instructions per decision at 64 candidates
+-- (a function call per candidate a route touches), where a flat memo's doublings stay under ~0.15 M.
+local LV_PAGE = 256
+-- LV_PARTIAL: the metatable of a flat partial loads memo: a missing entry j (candidate i's three numbers at
 -- 3i-2..3i) is read from i's loads chunk and kept, unless the chunk is too short to hold i (zero loads,
 -- read again on each use: ld_add treats that candidate as having no loads bytes).
 local LV_PARTIAL = {__index = function(t, j)
@@ -992,16 +1005,77 @@ local LV_PARTIAL = {__index = function(t, j)
   t[3 * i - 2], t[3 * i - 1], t[3 * i] = p, d, r
   return rawget(t, j)
 end}
--- lv_partial returns the current stamp's loads memo column for n candidates (a new, empty partial one when
--- there is none), read through LV_PARTIAL. A pool with no loads stamp yet gets a column of this call's
--- only (filled the same way, memoized nowhere).
-local function lv_partial(e, stamp, n)
-  if not stamp then return setmetatable({}, LV_PARTIAL) end
-  if not e then
-    e = {n = stamp, m = setmetatable({}, LV_PARTIAL), N = n}
-    lv_memo_adopt(e)
+-- lv_pget returns paged memo m's loads of candidate i (nil when it holds none).
+local function lv_pget(m, i)
+  local q = (i - 1) % LV_PAGE
+  local pg = m[i - 1 - q]
+  if not pg then return nil end
+  local o = 3 * q
+  local p = pg[o + 1]
+  if p == nil then return nil end
+  return p, pg[o + 2], pg[o + 3]
+end
+-- lv_pset writes candidate i's loads into paged memo m.
+local function lv_pset(m, i, p, d, r)
+  local q = (i - 1) % LV_PAGE
+  local b = i - 1 - q
+  local pg = m[b]
+  if not pg then pg = {}; m[b] = pg end
+  local o = 3 * q
+  pg[o + 1], pg[o + 2], pg[o + 3] = p, d, r
+end
+-- LV_VIEW: the metatable of route's view of this call's paged memo (LVP), a flat column as every other LV
+-- (LV[3i-2..3i] = candidate i's three numbers): a missing entry is taken from the memo, else read as
+-- LV_PARTIAL reads it and kept in the memo. The view holds only the candidates this call touched.
+local LV_VIEW = {__index = function(t, j)
+  local i = (j + 2 - (j + 2) % 3) / 3
+  local q = (i - 1) % LV_PAGE   -- lv_pget, inlined: one call per candidate a route touches
+  local pg = LVP[i - 1 - q]
+  local p, d, r
+  if pg then
+    local o = 3 * q
+    p, d, r = pg[o + 1], pg[o + 2], pg[o + 3]
   end
-  return e.m
+  if p == nil then
+    if not LVC then LVC = {} end
+    local held
+    p, d, r, held = lv_from(i, LVC)
+    if not held then return 0 end
+    lv_pset(LVP, i, p, d, r)
+  end
+  t[3 * i - 2], t[3 * i - 1], t[3 * i] = p, d, r
+  return rawget(t, j)
+end}
+-- lv_partial returns the current stamp's partial loads memo for n candidates (a new, empty one when there is
+-- none) as route reads it: the flat column itself, or a view of the paged memo. A pool with no loads stamp
+-- yet gets a memo of this call's only (filled the same way, memoized nowhere).
+local function lv_partial(e, stamp, n)
+  local m
+  if stamp and e then
+    m = e.m
+  else
+    if n > LV_PAGE then m = {paged = true} else m = setmetatable({}, LV_PARTIAL) end
+    if stamp then lv_memo_adopt({n = stamp, m = m, N = n}) end
+  end
+  if not rawget(m, 'paged') then return m end
+  LVP, LVV = m, setmetatable({}, LV_VIEW)
+  return LVV
+end
+-- lv_mget returns memo m's loads of candidate i (a whole column or a paged memo; nil when it holds none).
+local function lv_mget(m, i)
+  if rawget(m, 'paged') then return lv_pget(m, i) end
+  local p = rawget(m, 3 * i - 2)
+  if p == nil then return nil end
+  return p, rawget(m, 3 * i - 1), rawget(m, 3 * i)
+end
+-- lv_mset writes candidate i's loads into memo m, and into route's view when it reads m.
+local function lv_mset(m, i, p, d, r)
+  if rawget(m, 'paged') then
+    lv_pset(m, i, p, d, r)
+    if LVV and LVP == m then LVV[3 * i - 2], LVV[3 * i - 1], LVV[3 * i] = p, d, r end
+  else
+    m[3 * i - 2], m[3 * i - 1], m[3 * i] = p, d, r
+  end
 end
 -- lv_set writes candidate i's loads (its chunk's loads string, and this call's memo) and moves its lz member
 -- to the new load (LZ.move: the load order is maintained here and nowhere else for loads changes). old: the
@@ -1011,13 +1085,13 @@ local function lv_set(i, p, d, r, old, ck)
   local m = lv_touch()
   local k, from, to = lv_at(i)
   if not old and m then   -- the memo's entries are lv's bytes exactly (filled only from them or by lv_set)
-    local p0 = rawget(m, 3 * i - 2)
-    if p0 then old = struct.pack('>ddd', p0, rawget(m, 3 * i - 1), rawget(m, 3 * i)) end
+    local p0, d0, r0 = lv_mget(m, i)
+    if p0 then old = struct.pack('>ddd', p0, d0, r0) end
   end
   old = old or redis.call('GETRANGE', k, from, to)
   local new = struct.pack('>ddd', p, d, r)
   redis.call('SETRANGE', k, from, new)
-  if m then m[3 * i - 2], m[3 * i - 1], m[3 * i] = p, d, r end
+  if m then lv_mset(m, i, p, d, r) end
   if #old == 24 and old ~= new then LZ.move(LZ.fresh(ck, i) or LZ.rck(i), old, new) end
 end
 -- lv_replaced drops the memo before loads move (a roster change).
@@ -1029,9 +1103,10 @@ end
 -- ld_add: add to one candidate's loads (prefill tokens, decode blocks, requests); ck as lv_set's.
 local function ld_add(i, a, b, c, ck)
   local m = lv_touch()
-  local p = m and rawget(m, 3 * i - 2)
+  local p, d, r
+  if m then p, d, r = lv_mget(m, i) end
   if p then   -- the memo holds i's loads (lv_set packs them back into lv's old bytes)
-    return lv_set(i, p + a, rawget(m, 3 * i - 1) + b, rawget(m, 3 * i) + c, nil, ck)
+    return lv_set(i, p + a, d + b, r + c, nil, ck)
   end
   local v = redis.call('GETRANGE', lv_at(i))
   if #v ~= 24 then return lv_set(i, a, b, c, v, ck) end

@@ -456,64 +456,73 @@ func checkChunks(t *testing.T, addr, prefix, pool string, ranks int, when string
 // temperature > 0, an explain, or the fast path's partial memo) and then book. The booking must reach
 // that memo: a memo made after the call's stamp and not updated by its own booking would serve the next
 // call the loads before the booking. Each step's decision and explanation (which shows every candidate's
-// loads) must match the memory store's.
+// loads) must match the memory store's. With 130 workers (260 ranks) the fast path's partial memo is
+// the paged one (lib.lua lv_partial: more than LV_PAGE candidates), read through route's view.
 func TestRedisLoadsMemoWithinCall(t *testing.T) {
 	srv := sharedRedis(t)
+	for _, workers := range []int{3, 130} {
+		for _, temp := range []float64{0, 0.5} {
+			t.Run(fmt.Sprintf("workers=%d/temperature=%g", workers, temp), func(t *testing.T) {
+				loadsMemoWithinCall(t, srv.Addr(), workers, temp)
+			})
+		}
+	}
+}
+
+func loadsMemoWithinCall(t *testing.T, addr string, workers int, temp float64) {
 	ctx := context.Background()
-	for _, temp := range []float64{0, 0.5} {
-		t.Run(fmt.Sprintf("temperature=%g", temp), func(t *testing.T) {
-			stores := []statestore.Store{statestore.NewMemory(), newRedisStorePrefix(t, fmt.Sprintf("lvmemo%g:", temp), srv.Addr())}
-			cfg := statestore.DefaultPoolConfig(16)
-			cfg.Temperature = temp
-			cfg.LeaseTTLMs = 100
+	stores := []statestore.Store{statestore.NewMemory(), newRedisStorePrefix(t, fmt.Sprintf("lvmemo%d-%g:", workers, temp), addr)}
+	cfg := statestore.DefaultPoolConfig(16)
+	cfg.Temperature = temp
+	cfg.LeaseTTLMs = 100
+	for _, s := range stores {
+		if err := s.PutPool(ctx, "p", cfg); err != nil {
+			t.Fatal(err)
+		}
+		for w := 1; w <= workers; w++ {
+			id := fmt.Sprintf("w%d", w)
+			if err := s.PutWorker(ctx, "p", statestore.WorkerSpec{WorkerID: id, URL: "http://" + id, DPSize: 2}, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	now := int64(10)
+	for step := 0; step < 40; step++ {
+		if step%5 == 4 {
+			// A registration drops the memo (roster change); then every lease booked so far
+			// expires, so the next route takes its stamp releasing them before any memo exists.
 			for _, s := range stores {
-				if err := s.PutPool(ctx, "p", cfg); err != nil {
+				spec := statestore.WorkerSpec{WorkerID: fmt.Sprintf("n%d", step), URL: "http://n", DPSize: 1}
+				if err := s.PutWorker(ctx, "p", spec, now); err != nil {
 					t.Fatal(err)
 				}
-				for _, id := range []string{"w1", "w2", "w3"} {
-					if err := s.PutWorker(ctx, "p", statestore.WorkerSpec{WorkerID: id, URL: "http://" + id, DPSize: 2}, 1); err != nil {
-						t.Fatal(err)
-					}
-				}
 			}
-			now := int64(10)
-			for step := 0; step < 40; step++ {
-				if step%5 == 4 {
-					// A registration drops the memo (roster change); then every lease booked so far
-					// expires, so the next route takes its stamp releasing them before any memo exists.
-					for _, s := range stores {
-						spec := statestore.WorkerSpec{WorkerID: fmt.Sprintf("n%d", step), URL: "http://n", DPSize: 1}
-						if err := s.PutWorker(ctx, "p", spec, now); err != nil {
-							t.Fatal(err)
-						}
-					}
-					now += 150
-				}
-				now++
-				req := statestore.RouteRequest{Pool: "p", RequestID: fmt.Sprintf("r%d", step), ISL: int64(16 * (1 + step%7)),
-					Random: float64(step%10) / 10, NowMs: now}
-				var dec, exp [2]any
-				for k, s := range stores {
-					d, err := s.Route(ctx, req)
-					if err != nil {
-						t.Fatal(err)
-					}
-					dec[k] = d
-					q := req
-					q.RequestID = "x" + req.RequestID
-					e, err := s.Explain(ctx, q)
-					if err != nil {
-						t.Fatal(err)
-					}
-					exp[k] = e
-				}
-				if !reflect.DeepEqual(dec[0], dec[1]) {
-					t.Fatalf("step %d route: memory %+v, redis %+v", step, dec[0], dec[1])
-				}
-				if !reflect.DeepEqual(exp[0], exp[1]) {
-					t.Fatalf("step %d explain:\nmemory %+v\nredis  %+v", step, exp[0], exp[1])
-				}
+			now += 150
+		}
+		now++
+		req := statestore.RouteRequest{Pool: "p", RequestID: fmt.Sprintf("r%d", step), ISL: int64(16 * (1 + step%7)),
+			Random: float64(step%10) / 10, NowMs: now}
+		var dec, exp [2]any
+		for k, s := range stores {
+			d, err := s.Route(ctx, req)
+			if err != nil {
+				t.Fatal(err)
 			}
-		})
+			dec[k] = d
+			q := req
+			q.RequestID = "x" + req.RequestID
+			e, err := s.Explain(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.Pages, e.Snapshot = 0, nil // Redis pages an explain of over ExplainPageCandidates ranks and says so
+			exp[k] = e
+		}
+		if !reflect.DeepEqual(dec[0], dec[1]) {
+			t.Fatalf("step %d route: memory %+v, redis %+v", step, dec[0], dec[1])
+		}
+		if !reflect.DeepEqual(exp[0], exp[1]) {
+			t.Fatalf("step %d explain:\nmemory %+v\nredis  %+v", step, exp[0], exp[1])
+		}
 	}
 }
