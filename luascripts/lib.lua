@@ -891,10 +891,10 @@ end
 -- this build changes it, so their memos miss, and theirs are never integers, so this build's miss too.
 -- A memo is whole (full: every candidate's three numbers, from lv_all) or partial (route's fast path: the
 -- candidates it read so far, each filled on first use from its loads chunk: lv_partial, flat or in pages).
--- A partial memo
--- carried from call to call under consecutive stamps keeps the loads of the candidates decisions keep
--- meeting (the holders of hot prefixes, the head of lz), so a steady-state route and done read none of
--- them from Redis: each lv_set writes its exact numbers into the memo, and nothing else writes loads.
+-- A partial memo carried from call to call under consecutive stamps keeps the loads of the candidates
+-- decisions keep meeting (the holders of hot prefixes, the head of lz), so a steady-state route and done
+-- read none of them from Redis: each lv_set writes its exact numbers into the memo, and nothing else writes
+-- loads.
 -- MEMO.lv: loads key -> {n = stamp, m = column or pages (a large partial memo), N = candidates,
 -- full = true|nil}, one entry per pool
 -- (MEMO.n_lv of them).
