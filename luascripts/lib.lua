@@ -1029,13 +1029,7 @@ end
 -- LV_PARTIAL reads it and kept in the memo. The view holds only the candidates this call touched.
 local LV_VIEW = {__index = function(t, j)
   local i = (j + 2 - (j + 2) % 3) / 3
-  local q = (i - 1) % LV_PAGE   -- lv_pget, inlined: one call per candidate a route touches
-  local pg = LVP[i - 1 - q]
-  local p, d, r
-  if pg then
-    local o = 3 * q
-    p, d, r = pg[o + 1], pg[o + 2], pg[o + 3]
-  end
+  local p, d, r = lv_pget(LVP, i)
   if p == nil then
     if not LVC then LVC = {} end
     local held
