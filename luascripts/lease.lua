@@ -2,7 +2,7 @@
 -- the whole lease), renew (extend to now + lease_ttl_ms). Idempotent. Expired leases are released first.
 --
 -- KEYS: only the pool keys it touches, in lib.lua's order (luascripts.Lease.Keys: cfg ro lv sc ls lx ss sy
--- lz lc lp tc lzn; the library's wrapper spreads them to their lib.lua positions, keys_spread, before the
+-- lz lp tc lzn; the library's wrapper spreads them to their lib.lua positions, keys_spread, before the
 -- body starts with bind(KEYS)).
 -- ARGV: [1] op: 'prefill_done' | 'done' | 'renew'  [2] now, ms  [3] request id.
 -- Reply: {'unknown_pool'} | {'layout_mismatch', found layout} | {'ok', 1 if the lease existed else 0}.

@@ -52,7 +52,7 @@
 --                    load key (LZ.score, the pool's prefill_load_scale/decode_active_request_weight/block_size).
 --                    Equal scores sort by member, so one exact load is one contiguous run in candidate order:
 --                    a load group. Kept by lv_set / roster_replace, rescored in steps (put_pool, rescore_step).
---  23 lc      HASH   packed load (24 bytes) -> members of lz with that load (a group's size; no zero entries)
+--  23 lc      HASH   unused since layout 5 (layouts 3-4: lz's group sizes; `pool migrate` deletes it)
 --  24 sz      ZSET   worker id scored by its last heartbeat/event, ms (layout 3): seen's values as an order, so
 --                    route finds the workers dead under worker_ttl_ms from its head (seen_set keeps both)
 --  25 lp      ZSET   candidate key (LZ.ck) scored by its active prefill tokens (layout 3): the credit decay's
@@ -68,7 +68,7 @@
 -- LAYOUT: the key-layout version (SPEC §8 "Layout version"; luascripts.Layout in Go, checked by a test).
 -- Written as cfg field 'layout' by put_pool; every operation meeting a pool whose cfg holds another
 -- version (or none: layout 1, before versions were recorded) answers {'layout_mismatch', found}.
-local LAYOUT = '4'
+local LAYOUT = '5'
 
 local K_CFG, K_ROSTER, K_WK, K_SEEN, K_LD, K_FENCE, K_SC, K_ORPH, K_ND, K_DEAD, K_LS, K_LX, K_SS, K_SX, K_E, K_G, K_S, K_WZ
 local K_HC, K_HU, K_SY, K_LZ, K_LC, K_SZ, K_LP, K_TC, K_LZN
@@ -504,11 +504,13 @@ local function rnum(i, off)
   return (struct.unpack('>d', C.s, C.rb + (j - 1) * RW + off))
 end
 
--- Load order (keys lz, lc; layout 3): route's sublinear selection reads it from the head (route.lua
--- choose_fast; the memory store's memory_loadorder.go + memory_select.go, whose proof it follows).
--- A member is packed load (24 bytes, '>ddd': lv's bytes) ‖ candidate key LZ.ck; its score is LZ.score of
--- the load. Members with equal scores sort by their bytes, so the candidates with one exact load form one
--- contiguous run of lz ordered by candidate key = candidate order (a load group, its size in lc).
+-- Load order (key lz; layout 3, without lc since layout 5): route's sublinear selection reads it from the
+-- head (route.lua choose_fast; the memory store's memory_loadorder.go + memory_select.go, whose proof it
+-- follows). A member is packed load (24 bytes, '>ddd': lv's bytes) ‖ candidate key LZ.ck; its score is
+-- LZ.score of the load. Members with equal scores sort by their bytes, so the candidates with one exact
+-- load form one contiguous run of lz ordered by candidate key = candidate order (a load group; route finds
+-- its size with ZCOUNT of its score, choose_fast's group_size). Layouts 3 and 4 also kept each load's member
+-- count in lc: two to three more writes on every booking and release, for a count route rarely needs.
 -- Maintained in one place per kind of write: lv_set (every loads change), roster_replace (a worker's
 -- members out and in: registration, removal, spec and dp changes), put_pool and rescore_step (LZ.begin,
 -- LZ.step: a rescoring in bounded steps after a scoring knob changed, see "Rescoring in steps" below).
@@ -611,14 +613,12 @@ end
 -- score when the prefill tokens changed.
 function LZ.move(ck, old, new)
   redis.call('ZREM', K_LZ, old .. ck)
-  if redis.call('HINCRBY', K_LC, old, '-1') <= 0 then redis.call('HDEL', K_LC, old) end
   local p, d, r = struct.unpack('>ddd', new)
   redis.call('ZADD', K_LZ, LZ.score(LZ.knobs(), p, d, r), new .. ck)
   if LZP then
     redis.call('ZREM', K_LZN, old .. ck)
     redis.call('ZADD', K_LZN, LZ.score(LZP, p, d, r), new .. ck)
   end
-  redis.call('HINCRBY', K_LC, new, '1')
   if string.sub(old, 1, 8) ~= string.sub(new, 1, 8) then redis.call('ZADD', K_LP, num(p), ck) end
   if not LZ_SK[K_LZ] then LZ.skiplist() end
   lease_encodings()
@@ -634,39 +634,29 @@ function LZ.zadd(key, c, members)
   end
   if #args > 0 then redis.call('ZADD', key, unpack(args)) end
 end
--- LZ.add adds members (load ‖ key strings) to lz (and lzn while a rescoring is under way), their counts
--- to lc and their prefill tokens to lp.
+-- LZ.add adds members (load ‖ key strings) to lz (and lzn while a rescoring is under way) and their
+-- prefill tokens to lp.
 function LZ.add(members)
   LZ_SK[K_LZ] = nil
-  local pargs, cnt = {}, {}
+  local pargs = {}
   LZ.zadd(K_LZ, LZ.knobs(), members)
   if LZP then LZ.zadd(K_LZN, LZP, members) end
   for _, m in ipairs(members) do
-    local l = string.sub(m, 1, 24)
-    pargs[#pargs + 1] = (struct.unpack('>d', l))
+    pargs[#pargs + 1] = (struct.unpack('>d', m))
     pargs[#pargs + 1] = string.sub(m, 25)
-    cnt[l] = (cnt[l] or 0) + 1
     if #pargs >= 512 then redis.call('ZADD', K_LP, unpack(pargs)); pargs = {} end
   end
   if #pargs > 0 then redis.call('ZADD', K_LP, unpack(pargs)) end
-  for l, k in pairs(cnt) do redis.call('HINCRBY', K_LC, l, k) end
 end
--- LZ.remove removes members (load ‖ key strings) from lz, their counts from lc and their keys from lp.
+-- LZ.remove removes members (load ‖ key strings) from lz and their keys from lp.
 function LZ.remove(members)
   if #members == 0 then return end
   LZ_SK[K_LZ] = nil
-  local keys, cnt = {}, {}
-  for j, m in ipairs(members) do
-    local l = string.sub(m, 1, 24)
-    keys[j] = string.sub(m, 25)
-    cnt[l] = (cnt[l] or 0) + 1
-  end
+  local keys = {}
+  for j, m in ipairs(members) do keys[j] = string.sub(m, 25) end
   redis.call('ZREM', K_LZ, unpack(members))
   if LZ.pending() then redis.call('ZREM', K_LZN, unpack(members)) end
   redis.call('ZREM', K_LP, unpack(keys))
-  for l, k in pairs(cnt) do
-    if redis.call('HINCRBY', K_LC, l, -k) <= 0 then redis.call('HDEL', K_LC, l) end
-  end
 end
 -- LZ.of returns the lz members of roster-write candidates list[a..b] ({slot, rid, rank, mnbt, tkv, kve,
 -- wid, url, loads}: lib's roster writers' shape).

@@ -27,7 +27,7 @@ var files embed.FS
 // every pool's cfg hash (field "layout"), and part of the library and function names, so routers of two
 // layouts can share a Redis during a rolling upgrade without replacing each other's functions.
 // lib.lua declares the same number (LAYOUT); TestLayoutMatchesLib checks it.
-const Layout = 4
+const Layout = 5
 
 // Knobs returns knobs_gen.lua, the generated part of every script's prelude (before lib.lua).
 func Knobs() string {
@@ -111,7 +111,7 @@ var (
 	ApplyEvents    = Script{Name: "apply_events"}
 	ResolveParents = Script{Name: "resolve_parents", ReadOnly: true, Idempotent: true}
 	Route          = Script{Name: "route", Module: true}
-	Lease          = Script{Name: "lease", Keys: []string{"cfg", "ro", "lv", "sc", "ls", "lx", "ss", "sy", "lz", "lc", "lp", "tc", "lzn"}}
+	Lease          = Script{Name: "lease", Keys: []string{"cfg", "ro", "lv", "sc", "ls", "lx", "ss", "sy", "lz", "lp", "tc", "lzn"}}
 	PutPool        = Script{Name: "put_pool", Idempotent: true}
 	PutWorker      = Script{Name: "put_worker", Idempotent: true}
 	RemoveWorker   = Script{Name: "remove_worker"}

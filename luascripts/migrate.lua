@@ -1,8 +1,9 @@
 -- migrate.lua — one bounded step of `kvrouter pool migrate`: bring a pool written by an earlier key layout
--- to this one (4). Layout 3 → 4 changes no data: layout 4 only adds maps that grow (lib.lua lh_params), for
--- pools and slots created by layout 4, which record their bucket counts (sc 'egn', fence 'gn<slot>'); layout
--- 3's have none and keep 16,384 index and 256 engine-map buckets, so the first call records layout 4 and
--- answers done. Layout 1 (every pool written before versions were recorded: no cfg field 'layout') has
+-- to this one (5). Layouts 3 and 4 → 5 convert nothing: layout 5 only stops keeping lc (each load's member
+-- count in lz; route counts a group with ZCOUNT instead), so the first call deletes lc (UNLINK: freed in
+-- the background), records layout 5 and answers done. (Layout 4 added maps that grow, lib.lua lh_params, for
+-- pools and slots it creates, which record their bucket counts, sc 'egn', fence 'gn<slot>'; layout 3's have
+-- none and keep 16,384 index and 256 engine-map buckets.) Layout 1 (every pool written before versions were recorded: no cfg field 'layout') has
 -- layout 2's keys and encodings. Layout 2 → 3 changes data, so the pool is first marked MIGRATING (cfg
 -- field 'layout' = '2>3': routers of layout 2 and 3 alike answer layout_mismatch until it is done, so
 -- nothing writes into a half-converted pool) and its original layout kept in cfg field 'mfrom'; then the
@@ -11,7 +12,7 @@
 -- other version (or layout-1 pools without the packed knobs 'bin', written by a much older version) are
 -- refused: recreate them.
 -- Steps: migrate_roster (layout 2's one-string roster and loads into chunks), migrate_lz (the load order
--- lz/lc and the prefill order lp, built from the chunks, about MIGRATE_CHUNK candidates per call, cursor in
+-- lz and the prefill order lp, built from the chunks, about MIGRATE_CHUNK candidates per call, cursor in
 -- sc field 'mlz'), migrate_sz (the last-seen order sz from wz and seen, cursor 'msz').
 --
 -- KEYS: the pool's key list (see lib.lua; the body starts with bind(KEYS)).
@@ -85,8 +86,8 @@ local function migrate_roster()
   return true
 end
 
--- migrate_lz adds the members of the next whole roster chunks (about MIGRATE_CHUNK candidates) to lz, lc
--- and lp (emptied on the first call: nothing half-built survives a restarted migration) and reports whether
+-- migrate_lz adds the members of the next whole roster chunks (about MIGRATE_CHUNK candidates) to lz and
+-- lp (emptied on the first call, with layout 3-4's lc: nothing half-built survives a restarted migration) and reports whether
 -- every candidate is in. Runs after migrate_roster, so it reads the chunks.
 local function migrate_lz()
   local c = tonumber(redis.call('HGET', K_SC, 'mlz') or '')
@@ -141,9 +142,10 @@ local STEPS = {migrate_roster, migrate_lz, migrate_sz}
 local got = redis.call('HMGET', K_CFG, 'bin', 'layout', 'mfrom')
 local bin, found, from = got[1], got[2], got[3]
 if found == LAYOUT then return {'done', LAYOUT} end
-if found == '3' then
+if found == '3' or found == '4' then
+  redis.call('UNLINK', K_LC)
   redis.call('HSET', K_CFG, 'layout', LAYOUT)
-  return {'done', '3'}
+  return {'done', found}
 end
 if not found and not bin and redis.call('EXISTS', K_CFG) == 0 then return {'unknown_pool'} end
 if not found then

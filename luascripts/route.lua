@@ -36,7 +36,7 @@
 --   | {'page', roster stamp, N, {reason, count, ...}, the page's candidates packed as in 'explain'}
 -- Complexity: O(log D + H·log D) bucket HGETs on prefix-closed data for H holders (windows doubling from 32)
 -- (+ O(D) per rank with orphans or non-device tiers). Candidate work: temperature 0 in 'route' mode (choose_fast): O(H + groups
--- read + G²·log² W for G tied groups) ZRANGE/HGET/GETRANGE calls on lz/lc/lv, independent of the pool size W,
+-- read + G²·log² W for G tied groups) ZRANGE/ZCOUNT/GETRANGE calls on lz/lv, independent of the pool size W,
 -- + O(dead workers) under worker_ttl_ms (sz) + O(ranks filtered ahead) for the credit decay's minimum (lp);
 -- the roster, its slot map and the worker ids are memoized (re-read after a roster change only).
 -- An explain page: O(page + position-0 holders), the page's candidates only (see "Paged explain" above).
@@ -593,12 +593,12 @@ end
 -- choose_fast: memory_select.go chooseFast, the decision of the full scan (evaluate) without visiting every
 -- candidate (its comment proves the walk exact; the same constant SLACK = s = 1 − 2^-40 and bound
 -- lb(K) = (K·s + cLo)·s). Returns the chosen roster index, or nil: the full scan decides (nothing eligible,
--- so its reasons are needed; or lz disagrees with lc, which never happens when they are kept by lv_set).
+-- so its reasons are needed; or lz disagrees with itself, which never happens when lv_set keeps it).
 --   - a pinned worker or an allow-list of at most UNIVERSE_MAX workers: just their ranks, the full scan's
 --     rules (every other rank is filtered 'not_pinned'/'not_allowed');
 --   - otherwise the holders (OV, found through the index) are costed exactly with cost_of, then lz is read
---     from its head one load group at a time (ZRANGE by rank: the first member gives the load; lc the size;
---     the next group starts size ranks on) until lb of a group's key exceeds the least cost m so far;
+--     from its head one load group at a time (ZRANGE by rank: the first member gives the load; group_size
+--     the size; the next group starts size ranks on) until lb of a group's key exceeds the least cost m so far;
 --   - a group's eligible members are counted from its size when the filter's rejections can be listed
 --     (no allow-list: holders, excluded, health-marked and dead workers' ranks, SKIP) and its load is not
 --     busy-testable (no busy fraction, or a zero load); otherwise every member is tested (exact, linear in
@@ -697,6 +697,27 @@ local function pick_tied(TH, G, SKIP)
   end
   return x
 end
+-- group_size: the size of the load group (the members of load bytes l) that starts at lz rank pos, with no
+-- count kept per load (layouts 3-4 kept one in lc, written on every booking and release): members of one
+-- score sort by their bytes, load first, so the group is the run of l-prefixed members from pos within the
+-- run of its score sc, ranks z0..z0 + ZCOUNT(sc) − 1. One ZCOUNT, and when that run ends after pos one
+-- ZRANGE of its last member, which holds l unless loads of other bytes share the score (scores collide,
+-- e.g. decode_active_request_weight 0 ignores the request count); then a binary search over the run
+-- (O(log W) ZRANGEs). nil: lz disagrees with itself (z0 not the run's start), the full scan decides.
+-- Complexity: O(log W) per call, O(log² W) with colliding scores.
+local function group_size(pos, l, sc, z0)
+  local last = z0 + redis.call('ZCOUNT', K_LZ, sc, sc) - 1
+  if last < pos then return nil end
+  if last == pos then return 1 end
+  local function holds(z) return string.sub(redis.call('ZRANGE', K_LZ, istr(z), istr(z))[1] or '', 1, 24) == l end
+  if holds(last) then return last - pos + 1 end
+  local lo, hi = pos, last   -- holds(lo), not holds(hi)
+  while hi - lo > 1 do
+    local mid = math.floor((lo + hi) / 2)
+    if holds(mid) then lo = mid else hi = mid end
+  end
+  return lo - pos + 1
+end
 local function choose_fast()
   if UNI then
     local best, ties = nil, {}
@@ -736,17 +757,19 @@ local function choose_fast()
   end
   local cLo = (pls * (isl / bs) + required) * SLACK
   local G = {}   -- tied groups {a = first lz rank, n = size, l = load, k = eligible, list = eligible (not counted)}
-  local pos, prev = 0, nil
+  local pos, prev, zs, z0 = 0, nil, nil, 0   -- zs: the score (as Redis wrote it) of the run at ranks z0..
   while true do
-    local mem = redis.call('ZRANGE', K_LZ, istr(pos), istr(pos))[1]
+    local got = redis.call('ZRANGE', K_LZ, istr(pos), istr(pos), 'WITHSCORES')
+    local mem, sc = got[1], got[2]
     if not mem then break end
     local l = string.sub(mem, 1, 24)
-    if l == prev then return nil end   -- lc undercounts: not a group boundary
+    if l == prev then return nil end   -- not a group boundary: lz disagrees with the sizes read
     prev = l
+    if sc ~= zs then zs, z0 = sc, pos end
     local p, d, r = struct.unpack('>ddd', l)
     if found and ((pls * (p / bs) + d + rw * r) * SLACK + cLo) * SLACK > m then break end
-    local n = tonumber(redis.call('HGET', K_LC, l) or '')
-    if not n or n < 1 then return nil end
+    local n = group_size(pos, l, sc, z0)
+    if not n then return nil end
     local prefill = (p + isl) / bs   -- cost_of's no-overlap arithmetic, same operations
     if prefill < 0 then prefill = 0 end
     local cost = pls * prefill + (d + required) + rw * r

@@ -268,7 +268,7 @@ func TestRedisEngineMapReclaim(t *testing.T) {
 
 // TestRedisLayout3Migrate: a pool written by layout 3 (this layout's keys without the bucket counts
 // 'gn<slot>' and 'egn' and the entry count 'en', cfg layout 3) answers layout_mismatch; `pool migrate` only
-// records layout 4. Its slots keep 256 buckets and its event index 16,384 for life (no count: they never
+// records this layout (and deletes layout 3-4's lc). Its slots keep 256 buckets and its event index 16,384 for life (no count: they never
 // grow, however many blocks they get), and still find every block; a slot created afterwards (a Cleared
 // rank) grows.
 func TestRedisLayout3Migrate(t *testing.T) {

@@ -431,9 +431,9 @@ func TestRedisLayout2Migrate(t *testing.T) {
 }
 
 // TestRedisMigrateLayout2To3: a pool past migrate's roster step (layout 3's chunked roster without the load
-// order lz/lc/lp and the last-seen order sz) with more ranks and workers than one migrate step takes (512)
-// and loads on some ranks: `pool migrate` builds lz, lc, lp and sz in several bounded steps, exactly as the
-// layout-3 scripts maintain them, and routing then decides what the full scan decides.
+// order lz/lp and the last-seen order sz) with more ranks and workers than one migrate step takes (512)
+// and loads on some ranks: `pool migrate` builds lz, lp and sz in several bounded steps, exactly as the
+// scripts maintain them (and no lc, since layout 5), and routing then decides what the full scan decides.
 // (TestRedisLayout2Migrate covers the whole way from layout 2's scripts.)
 func TestRedisMigrateLayout2To3(t *testing.T) {
 	srv := sharedRedis(t)
@@ -503,7 +503,7 @@ func TestRedisMigrateLayout2To3(t *testing.T) {
 		t.Fatalf("migrate: from %q, %v", from, err)
 	}
 	if got := dump(); got != want {
-		t.Fatalf("lz/lc after migrate differ from the maintained ones:\n%q\nwant\n%q", got, want)
+		t.Fatalf("lz/lc/sz/lp after migrate differ from the maintained ones:\n%q\nwant\n%q", got, want)
 	}
 	for i := 0; i < 20; i++ {
 		req := statestore.RouteRequest{Pool: "p", RequestID: "y" + strconv.Itoa(i), ISL: int64(4 * (i % 5)), Random: float64(i) / 20, NowMs: 3}

@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/kvrouter/kvrouter/internal/testredis"
 	"github.com/redis/rueidis"
 )
 
@@ -20,16 +19,7 @@ type encodingFixture struct {
 }
 
 func newEncodingFixture(t *testing.T, workers ...string) *encodingFixture {
-	srv := testredis.Start(t)
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	rs, err := NewRedis(c, RedisOptions{Name: "redis", Prefix: "lo:"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rs, c := newInternalRedis(t, "lo:")
 	f := &encodingFixture{t: t, ctx: context.Background(), c: c, stores: []Store{NewMemory(), rs}, keys: PoolKeys("lo:", "p")}
 	for _, st := range f.stores {
 		if err := st.PutPool(f.ctx, "p", DefaultPoolConfig(16)); err != nil {

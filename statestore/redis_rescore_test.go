@@ -11,10 +11,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/redis/rueidis"
-
 	"github.com/kvrouter/kvrouter/blockhash"
-	"github.com/kvrouter/kvrouter/internal/testredis"
 )
 
 // rescoreFixture is one pool on a Redis store and the same pool on a memory store, with a few hundred
@@ -36,16 +33,7 @@ type rescoreFixture struct {
 }
 
 func newRescoreFixture(t *testing.T, prefix string, workers int, cfg PoolConfig) *rescoreFixture {
-	srv := testredis.Start(t)
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	rs, err := NewRedis(c, RedisOptions{Name: "redis://" + srv.Addr(), Prefix: prefix})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rs, _ := newInternalRedis(t, prefix)
 	f := &rescoreFixture{t: t, ctx: context.Background(), rs: rs, mem: NewMemory(), r: rand.New(rand.NewPCG(15, 27)), now: 1}
 	f.both("put_pool", func(s Store) error { return s.PutPool(f.ctx, "p", cfg) })
 	for len(f.ids) < workers {
@@ -220,7 +208,7 @@ func (f *rescoreFixture) rescoring() (bool, int64) {
 
 // checkRescored checks lz is a from-scratch scoring by cfg (and the pool's knobs are cfg): one member per
 // rank, each scored by loadKey of its load with cfg, the same candidate keys as lp, and the load multiset,
-// lc and lp as checkLoadOrder checks them; no rescoring state is left.
+// lp as checkLoadOrder checks them (and no lc); no rescoring state is left.
 func (f *rescoreFixture) checkRescored(cfg PoolConfig) {
 	f.t.Helper()
 	got, err := f.rs.GetPool(f.ctx, "p")
