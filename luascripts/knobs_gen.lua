@@ -28,7 +28,7 @@
 --   tpr    ttft_prefill_rate             tokens/s  0        [0, 1000000000]     no
 --   tdc    ttft_decode_coeff             s/block   0        [0, 1000000000]     no
 local CFG_FIELDS = {'bs', 'osc', 'hw', 'dw', 'pls', 'decay', 'rw', 'temp', 'bpf', 'bdf', 'kve', 'attl', 'pttl', 'sttl', 'lttl', 'wttl', 'mpt', 'ua', 'ubo', 'cm', 'tpr', 'tdc'}
--- The knobs a route request may override, in the order of route.lua's override ARGV (cfg_override).
+-- The knobs a route request may override, in the order of route.lua's packed override argument (cfg_override).
 local CFG_OVERRIDES = {'osc', 'hw', 'dw', 'pls', 'decay', 'rw', 'temp', 'bpf', 'bdf'}
 -- Filter reasons (statestore.Reason*), in the order a candidate is checked.
 local R_NOT_LIVE, R_NOT_ALLOWED, R_NOT_PINNED, R_EXCLUDED, R_UNHEALTHY, R_BUSY_PREFILL, R_BUSY_DECODE =

@@ -82,6 +82,10 @@ local GP             -- this call's engine-map parameters per slot (gparams), ni
 -- This call's event-index bucket count as read (nil: unread; false: none), its parameters (eparams) and the
 -- entries it created minus those it deleted (en_add).
 local EGN, EP, ENC
+-- LVS: this call's loads stamp (sc 'lvs') as last read or written (nil: unread; false: none): ros() reads it
+-- with the roster stamp (one HMGET) and lv_touch writes it, the only writer of 'lvs', so lv_memo_get needs
+-- no HGET of its own.
+local LVS
 
 -- bind starts a call: the pool's key names (KEYS as statestore.PoolKeys builds them) and fresh caches.
 local function bind(keys)
@@ -92,7 +96,7 @@ local function bind(keys)
     keys[19], keys[20], keys[21], keys[22], keys[23], keys[24], keys[25], keys[26], keys[27]
   ROS, EC, CNT = nil, nil, nil   -- EC and CNT made on first use (most calls of route and done never do)
   LVW, LZC, LZP, LVC, GP, LVP, LVV = nil, nil, nil, nil, nil, nil, nil
-  EGN, EP, ENC = nil, nil, 0
+  EGN, EP, ENC, LVS = nil, nil, 0, nil
 end
 
 -- keys_spread returns the full positional key list bind expects from an operation's own keys (luascripts
@@ -298,23 +302,22 @@ local function cfg_get()
   return cfg_parse(b)
 end
 
--- cfg_override returns the knobs with a route request's overrides applied: argv[first..] (the operation's
--- ARGV, a parameter: inside a Functions library ARGV is no global) holds one value per CFG_OVERRIDES knob,
--- in that order ('' = keep the pool's value). cfg itself is never written (it may be MEMO.cfg's shared
--- table): with an override, a copy is returned. Also returns the index of the next ARGV.
+-- cfg_override returns the knobs with a route request's overrides applied: argv[first] (the operation's
+-- ARGV, a parameter: inside a Functions library ARGV is no global) is '' when the request overrides nothing,
+-- else one value per CFG_OVERRIDES knob in that order, joined by ',' ('' = keep the pool's value): one
+-- argument rather than one per knob, because Redis builds a Lua string per argument on every call. cfg
+-- itself is never written (it may be MEMO.cfg's shared table): with an override, a copy is returned. Also
+-- returns the index of the next ARGV.
 local function cfg_override(cfg, argv, first)
-  local out = cfg
-  for j, f in ipairs(CFG_OVERRIDES) do
-    local a = argv[first + j - 1]
-    if a ~= '' then
-      if out == cfg then
-        out = {}
-        for k, v in pairs(cfg) do out[k] = v end
-      end
-      out[f] = tonumber(a)
-    end
+  local a = argv[first]
+  if a == '' then return cfg, first + 1 end
+  local out, j = {}, 0
+  for k, v in pairs(cfg) do out[k] = v end
+  for v in string.gmatch(a .. ',', '([^,]*),') do
+    j = j + 1
+    if v ~= '' and CFG_OVERRIDES[j] then out[CFG_OVERRIDES[j]] = tonumber(v) end
   end
-  return out, first + #CFG_OVERRIDES
+  return out, first + 1
 end
 
 
@@ -402,9 +405,10 @@ end
 -- ros returns the parsed directory, memoized across calls by stamp (or by content, without a stamp).
 local function ros()
   if not ROS then
-    local got = redis.call('HMGET', K_SC, 'rv', 'egn')   -- the event index's count too (eparams)
+    local got = redis.call('HMGET', K_SC, 'rv', 'egn', 'lvs')   -- the event index's count (eparams), the loads stamp
     local stamp = got[1] or nil
     if EGN == nil then EGN = got[2] end
+    if LVS == nil then LVS = got[3] end
     local key = nil
     if stamp then
       key = K_ROSTER .. '\0' .. stamp
@@ -906,6 +910,7 @@ local function lv_touch()
     n = tonumber(t[1]) * 1000000 + tonumber(t[2])
     redis.call('HSET', K_SC, 'lvs', string.format('%.0f', n))
   end
+  LVS = n
   local e = MEMO.lv[K_LD]
   if e and e.n == n - 1 then e.n = n; LVW = e.m   -- this call's writes keep it exact under the new stamp
   else lv_memo_set(nil); LVW = false end
@@ -913,7 +918,8 @@ local function lv_touch()
 end
 -- lv_memo_get returns the loads memo entry for the current stamp and n candidates, or nil, and the stamp.
 local function lv_memo_get(n)
-  local stamp = tonumber(redis.call('HGET', K_SC, 'lvs') or '')
+  if LVS == nil then LVS = redis.call('HGET', K_SC, 'lvs') end
+  local stamp = tonumber(LVS or '')
   if not stamp then return nil, nil end
   local e = MEMO.lv[K_LD]
   if e and e.n == stamp and e.N == n then return e, stamp end

@@ -7,10 +7,11 @@
 --       nothing) | 'query' (overlap scores only, changes nothing)
 --       [2] now, ms  [3] request id  [4] sequence hashes, 8 bytes each, concatenated (D blocks)
 --       [5] isl, tokens  [6] session id ('' none)  [7] pinned worker ('' none)  [8] random r in [0,1)
---       [9..8+V] overrides, one per knob of CFG_OVERRIDES (knobs_gen.lua, V of them), '' = pool value
---       [9+V] allowed worker count A, [10+V..9+V+A] allowed worker ids,
---       [10+V+A] excluded worker count X, [11+V+A..10+V+A+X] excluded worker ids (this request only).
---       Paging (T = 11+V+A+X), explain: [T] page size P, candidates ('' or absent: no limit); explain_page:
+--       [9] overrides: '' none, else one value per knob of CFG_OVERRIDES (knobs_gen.lua) joined by ',',
+--       '' = pool value (lib.lua cfg_override)
+--       [10] allowed worker count A, [11..10+A] allowed worker ids,
+--       [11+A] excluded worker count X, [12+A..11+A+X] excluded worker ids (this request only).
+--       Paging (T = 12+A+X), explain: [T] page size P, candidates ('' or absent: no limit); explain_page:
 --       [T] first, [T+1] last roster index of the page (1-based), [T+2] the credit decay's reference
 --       minPrefill, tokens (the head reply's).
 -- Paged explain (statestore/redis_explain.go assembles it; SPEC §8: every call bounded): 'explain' on a
@@ -114,7 +115,7 @@ local function read_request(ARGV)
   isl, session, pinned, rnd = tonumber(ARGV[5]), ARGV[6], ARGV[7], tonumber(ARGV[8])
   D = #seqs / SEQ_LEN
   SEQ, ER, SK, SH, HINT = setmetatable({}, SEQ_MT), {}, {}, {}, {}
-  local at = 9 + #CFG_OVERRIDES   -- the allowed count; the paging arguments follow the excluded ids
+  local at = 10   -- the allowed count (after the packed overrides); the paging arguments follow the excluded ids
   local t = at + 2 + tonumber(ARGV[at]) + tonumber(ARGV[at + 1 + tonumber(ARGV[at])])
   PSIZE, PG = nil, nil
   if mode == 'explain' then PSIZE = tonumber(ARGV[t] or '')

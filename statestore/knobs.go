@@ -158,7 +158,7 @@ const (
 	DefaultTTFTDecodeCoeff = 1e-6
 )
 
-// overridable are knobTable's Overridable knobs in table order: the order of route.lua's override ARGV.
+// overridable are knobTable's Overridable knobs in table order: the order of route.lua's packed override argument.
 var overridable = func() []*Knob {
 	var out []*Knob
 	for i := range knobTable {

@@ -192,7 +192,7 @@ return {pool, eff, tostring(nexta), m, reasons, CFG_OVERRIDES}
 	}
 	nexta, _ := res[2].ToString()
 	if n, _ := strconv.Atoi(nexta); n < 1 || n+1 > len(args) || args[n-1] != "1" || args[n] != "w-allowed" {
-		t.Errorf("cfg_override ends at ARGV[%s]; Go's allowed worker count is at ARGV[%d]", nexta, 9+len(overridable))
+		t.Errorf("cfg_override ends at ARGV[%s]; Go's allowed worker count is at ARGV[10]", nexta)
 	}
 	meta := strs(3)
 	if len(meta) != len(knobTable) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/redis/rueidis"
 
@@ -20,6 +21,21 @@ func seqBlob(seq []uint64) string {
 	return string(b)
 }
 
+// overrideArg packs a request's overrides into route.lua's one override argument (lib.lua cfg_override):
+// "" when it overrides nothing, else one value per overridable knob in knob table order, joined by ","
+// ("" where the pool's value stands; fstr never writes a comma). One argument instead of one per knob:
+// Redis makes a Lua string of every argument of every call.
+func overrideArg(o *Overrides) string {
+	if *o == (Overrides{}) {
+		return ""
+	}
+	vals := make([]string, len(overridable))
+	for i, k := range overridable {
+		vals[i] = optF(*k.override(o))
+	}
+	return strings.Join(vals, ",")
+}
+
 func optF(v *float64) string {
 	if v == nil {
 		return ""
@@ -27,15 +43,12 @@ func optF(v *float64) string {
 	return fstr(*v)
 }
 
-// routeArgs builds route.lua's ARGV: 8 fixed values, one override per overridable knob (knob table
-// order, empty = the pool's value), then the allowed and the excluded worker lists, each after its count.
+// routeArgs builds route.lua's ARGV: 8 fixed values, the overrides (overrideArg), then the allowed and
+// the excluded worker lists, each after its count.
 func routeArgs(mode string, req *RouteRequest) []string {
-	args := make([]string, 0, 10+len(overridable)+len(req.AllowedWorkers)+len(req.ExcludedWorkers))
+	args := make([]string, 0, 11+len(req.AllowedWorkers)+len(req.ExcludedWorkers))
 	args = append(args, mode, istr(req.NowMs), req.RequestID, seqBlob(req.SeqHashes), istr(req.ISL), req.SessionID,
-		req.PinnedWorker, fstr(req.Random))
-	for _, k := range overridable {
-		args = append(args, optF(*k.override(&req.Overrides)))
-	}
+		req.PinnedWorker, fstr(req.Random), overrideArg(&req.Overrides))
 	args = append(args, strconv.Itoa(len(req.AllowedWorkers)))
 	args = append(args, req.AllowedWorkers...)
 	args = append(args, strconv.Itoa(len(req.ExcludedWorkers)))

@@ -110,7 +110,7 @@ func renderLua() []byte {
 		fields = append(fields, k.Short)
 	}
 	fmt.Fprintf(&b, "local CFG_FIELDS = %s\n", luaList(fields))
-	b.WriteString("-- The knobs a route request may override, in the order of route.lua's override ARGV (cfg_override).\n")
+	b.WriteString("-- The knobs a route request may override, in the order of route.lua's packed override argument (cfg_override).\n")
 	fmt.Fprintf(&b, "local CFG_OVERRIDES = %s\n", luaList(ovr))
 
 	reasons := statestore.FilterReasons()
