@@ -36,5 +36,6 @@ else
   l[L.EXPIRY] = now + cfg.lttl
   redis.call('HSET', K_LS, id, cmsgpack.pack(l))
   redis.call('ZADD', K_LX, num(l[L.EXPIRY]), id)
+  lx_added(l[L.EXPIRY])
 end
 return {'ok', 1}

@@ -271,7 +271,8 @@ local CFG_FMT = nil
 -- read-only for callers. Bounded: a memo is emptied when it reaches MEMO.cap entries.
 -- MEMO.cfg: cfg 'bin' -> knobs table; MEMO.ros: roster stamp -> parsed directory (ros()); MEMO.n_*: sizes.
 -- MEMO.ch: (chunk key, era) -> parsed roster chunk (rch), cap_ch entries (a deleted chunk's entry is dropped).
-local MEMO = {cap = 64, cfg = {}, n_cfg = 0, ros = {}, n_ros = 0, lv = {}, n_lv = 0, ch = {}, n_ch = 0, cap_ch = 4096}
+-- MEMO.lx: lease-expiry key name -> a lower bound of its earliest expiry (release_expired; not a parse: see there).
+local MEMO = {cap = 64, cfg = {}, n_cfg = 0, ros = {}, n_ros = 0, lv = {}, n_lv = 0, ch = {}, n_ch = 0, cap_ch = 4096, lx = {}, n_lx = 0}
 
 -- cfg_parse returns the knobs packed in cfg field 'bin' (b) as a table by short name, memoized (MEMO.cfg).
 local function cfg_parse(b)
@@ -1359,9 +1360,25 @@ local function end_lease(id, l, t)
   end
 end
 
+-- Leases' next expiry (MEMO.lx: lease-expiry key name -> ms, this Lua VM, across calls): a lower bound of
+-- the earliest expiry in lx, so release_expired, which every route and lease call runs, skips its
+-- ZRANGEBYSCORE while now is below it (nothing can have expired). Exact as long as every lease added to lx
+-- passes lx_added (route's booking, a renewal): the bound only ever under-estimates (releases only raise
+-- lx's minimum). Leases can reach lx otherwise: a router of another build on the same node (its library has
+-- its own memo), keys moved to this node by cluster resharding or RESTORE. So the bound never lies more
+-- than LX_RECHECK_MS ahead of the now it was computed at: such a lease is released at most that late,
+-- and a pool's steady traffic costs one ZRANGEBYSCORE and one ZRANGE per LX_RECHECK_MS instead of one
+-- ZRANGEBYSCORE per call (two per decision).
+local LX_RECHECK_MS = 1000
+local function lx_added(expiry)
+  local m = MEMO.lx[K_LX]
+  if m and expiry < m then MEMO.lx[K_LX] = expiry end
+end
 -- release_expired releases every lease whose expiry is at or before now (ms; nows: the same as the
 -- caller's ARGV string when it has one, so Redis need not format the number).
 local function release_expired(now, nows)
+  local m = MEMO.lx[K_LX]
+  if m and now < m then return end
   local ids = redis.call('ZRANGEBYSCORE', K_LX, '-inf', nows or now)
   for _, id in ipairs(ids) do
     local lp = redis.call('HGET', K_LS, id)
@@ -1372,6 +1389,14 @@ local function release_expired(now, nows)
       redis.call('ZREM', K_LX, id)
     end
   end
+  local first = redis.call('ZRANGE', K_LX, 0, 0, 'WITHSCORES')[2]
+  m = now + LX_RECHECK_MS
+  if first and tonumber(first) < m then m = tonumber(first) end
+  if MEMO.lx[K_LX] == nil then
+    if MEMO.n_lx >= MEMO.cap then MEMO.lx, MEMO.n_lx = {}, 0 end
+    MEMO.n_lx = MEMO.n_lx + 1
+  end
+  MEMO.lx[K_LX] = m
 end
 
 -- The event index entry's codec (an e:<n> field's value): a header of ENT.HDR bytes (parent seq 8 ‖

@@ -1082,6 +1082,7 @@ local function book(i, c)
   if TC then lrec[L.X1], lrec[L.X2], lrec[L.T] = p + booked, d, now end
   redis.call('HSET', K_LS, reqid, cmsgpack.pack(lrec))
   redis.call('ZADD', K_LX, num(expiry), reqid)
+  lx_added(expiry)
   local ttl = cfg.pttl
   local kve = c.kve
   if kve < 0 then kve = cfg.kve end
