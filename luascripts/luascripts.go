@@ -137,7 +137,17 @@ func LibraryName() string { return fmt.Sprintf("kvrouter_v%d_%s", Layout, Source
 
 // Function is the name s is registered under (function names are global across libraries, so the
 // layout and the sources' digest are part of it).
-func (s Script) Function() string { return fmt.Sprintf("kvr%d_%s_%s", Layout, SourceDigest(), s.Name) }
+func (s Script) Function() string {
+	if f, ok := functionNames.Load(s.Name); ok {
+		return f.(string)
+	}
+	f := fmt.Sprintf("kvr%d_%s_%s", Layout, SourceDigest(), s.Name)
+	functionNames.Store(s.Name, f)
+	return f
+}
+
+// functionNames memoizes Function by operation name: every call of every operation needs it.
+var functionNames sync.Map
 
 var sourceDigest = sync.OnceValue(func() string {
 	h := sha256.New()

@@ -30,6 +30,7 @@ type Redis struct {
 	lib    string       // the Functions library source (FUNCTION LOAD REPLACE)
 	route  *rueidis.Lua // RedisOptions.RouteScript as an EVALSHA script; nil = the library's route
 	limits Limits
+	keys   keyCache // the operations' KEYS per pool (exec)
 	// fastRoutes counts decisions route.lua made through its sublinear selection (choose_fast), not
 	// the full scan: a test hook (TestSelectionExactAgainstFullScan checks the fast path ran).
 	fastRoutes atomic.Int64

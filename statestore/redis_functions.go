@@ -71,7 +71,7 @@ func (r *Redis) call(ctx context.Context, s luascripts.Script, keys, args []stri
 // function did not run). A connection error is retried once only for idempotent operations: a lost reply
 // may hide an applied booking. A {'layout_mismatch', found} reply becomes a *LayoutMismatchError.
 func (r *Redis) exec(ctx context.Context, s luascripts.Script, pool string, args []string) ([]rueidis.RedisMessage, error) {
-	keys := scriptKeys(s, r.prefix, pool)
+	keys := r.keys.get(s, r.prefix, pool)
 	arr, err := r.call(ctx, s, keys, args).ToArray()
 	retried, loaded := false, false
 	for err != nil && ctx.Err() == nil {
