@@ -3,8 +3,8 @@
 -- count in lz; route counts a group with ZCOUNT instead), so the first call deletes lc (UNLINK: freed in
 -- the background), records layout 5 and answers done. (Layout 4 added maps that grow, lib.lua lh_params, for
 -- pools and slots it creates, which record their bucket counts, sc 'egn', fence 'gn<slot>'; layout 3's have
--- none and keep 16,384 index and 256 engine-map buckets.) Layout 1 (every pool written before versions were recorded: no cfg field 'layout') has
--- layout 2's keys and encodings. Layout 2 → 3 changes data, so the pool is first marked MIGRATING (cfg
+-- none and keep 16,384 index and 256 engine-map buckets.) Layout 1 (every pool written before versions
+-- were recorded: no cfg field 'layout') has layout 2's keys and encodings. Layout 2 → 3 changes data, so the pool is first marked MIGRATING (cfg
 -- field 'layout' = '2>3': routers of layout 2 and 3 alike answer layout_mismatch until it is done, so
 -- nothing writes into a half-converted pool) and its original layout kept in cfg field 'mfrom'; then the
 -- conversions in STEPS run in order, each a function doing one bounded slice per call and answering true
@@ -87,8 +87,8 @@ local function migrate_roster()
 end
 
 -- migrate_lz adds the members of the next whole roster chunks (about MIGRATE_CHUNK candidates) to lz and
--- lp (emptied on the first call, with layout 3-4's lc: nothing half-built survives a restarted migration) and reports whether
--- every candidate is in. Runs after migrate_roster, so it reads the chunks.
+-- lp (emptied on the first call, and any lc deleted: nothing half-built survives a restarted migration)
+-- and reports whether every candidate is in. Runs after migrate_roster, so it reads the chunks.
 local function migrate_lz()
   local c = tonumber(redis.call('HGET', K_SC, 'mlz') or '')
   if not c then
