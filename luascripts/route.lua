@@ -68,11 +68,14 @@
 local E_FIRST, E_REC, E_TIER_BYTE, E_TIERS = ENT.FIRST, ENT.REC, ENT.TIER_BYTE, ENT.TIERS
 
 -- Per-call state: the request (read_request), then what the steps of the main sequence set (reset_state
--- clears it first: nothing survives from one call to the next).
+-- clears it first: nothing survives from one call to the next, but for the SK memo below).
 local mode, now, reqid, seqs, isl, session, pinned, rnd   -- ARGV[1..8] (see above)
 local nows   -- ARGV[2] as sent (now's decimal string: release_expired passes it on unformatted)
 local D                 -- query blocks
-local SEQ, ER, SK, SH   -- query hashes and index entries read this call (see below)
+local SEQ, ER, SH       -- query hashes and index entries read this call (see below)
+-- SK: slot -> its packed bytes (ENT.SLOT_FMT), event_tiers' search key. The one memo here kept across calls
+-- (like lib.lua's ISTR): a pure function of the slot number, shared by every pool; emptied at SK_MAX entries.
+local SK, SK_N, SK_MAX = {}, 0, 65536
 local HINT              -- slot -> offset of its record in the last event entry it was found in (event_tiers)
 local cfg, pcfg         -- knobs: cfg the pool's, then (apply_overrides) the request's effective ones; pcfg the pool's
 local nsx               -- ZCARD of sx before reclamation (nil: not read); 0 means no soft entries at all
@@ -114,7 +117,7 @@ local function read_request(ARGV)
   mode, now, nows, reqid, seqs = ARGV[1], tonumber(ARGV[2]), ARGV[2], ARGV[3], ARGV[4]
   isl, session, pinned, rnd = tonumber(ARGV[5]), ARGV[6], ARGV[7], tonumber(ARGV[8])
   D = #seqs / SEQ_LEN
-  SEQ, ER, SK, SH, HINT = setmetatable({}, SEQ_MT), {}, {}, {}, {}
+  SEQ, ER, SH, HINT = setmetatable({}, SEQ_MT), {}, {}, {}
   local at = 10   -- the allowed count (after the packed overrides); the paging arguments follow the excluded ids
   local t = at + 2 + tonumber(ARGV[at]) + tonumber(ARGV[at + 1 + tonumber(ARGV[at])])
   PSIZE, PG = nil, nil
@@ -185,7 +188,11 @@ local function event_tiers(i, slot)
   local n = #s
   if n < E_FIRST + E_REC - 1 then return nil end
   local key = SK[slot]
-  if not key then key = struct.pack(ENT.SLOT_FMT, slot); SK[slot] = key end
+  if not key then
+    key = struct.pack(ENT.SLOT_FMT, slot)
+    if SK_N >= SK_MAX then SK, SK_N = {}, 0 end
+    SK[slot], SK_N = key, SK_N + 1
+  end
   local p = HINT[slot]
   if not (p and p + E_REC - 1 <= n and string.find(s, key, p, true) == p) then   -- (find, not sub: no new string)
     local from = E_FIRST
@@ -307,7 +314,7 @@ local function overlaps()
   end
   for s, d in pairs(ev) do
     local dev, host, disk = tier_split(s, d)
-    OV[s] = {device = dev, host = host, disk = disk, event = d, soft = 0}
+    OV[s] = {dev, host, disk, d, 0}   -- an overlap entry (see effective)
   end
   if D > 0 and nsx ~= 0 and redis.call('ZCARD', K_SX) > 0 then
     local soft = {}
@@ -318,18 +325,21 @@ local function overlaps()
     jump_depths(at0, soft_contains, D, soft)
     for s, d in pairs(soft) do
       local o = OV[s]
-      if not o then o = {device = 0, host = 0, disk = 0, event = 0, soft = 0}; OV[s] = o end
-      o.soft = d
+      if not o then o = {0, 0, 0, 0, 0}; OV[s] = o end
+      o[5] = d   -- soft
     end
   end
 end
+-- An overlap entry (OV[slot], memory: Overlap) is the array {device, host, disk, event, soft} blocks, by
+-- position: overlaps builds one per holder on every route, and an array constructor costs less than a
+-- five-field hash table. overlaps writes it, effective and explain_rows read it; nothing else indexes it.
 -- effective: types.go Overlap.Effective: soft blocks beyond the event depth count as device blocks.
 -- Returns device, host, disk, depth (all 0 for nil: no overlap).
 local function effective(o)
   if not o then return 0, 0, 0, 0 end
-  local dev, depth = o.device, o.event
-  if o.soft > o.event then dev = dev + o.soft - o.event; depth = o.soft end
-  return dev, o.host, o.disk, depth
+  local dev, event, soft = o[1], o[4], o[5]
+  if soft > event then return dev + soft - event, o[2], o[3], soft end
+  return dev, o[2], o[3], event
 end
 -- scores: memory_route.go Memory.Overlap: the 'scores' reply, candidates with a non-zero depth in roster
 -- order.
@@ -959,7 +969,7 @@ local function explain_rows(a, b)
     local o = OV[SL[i]]
     local dev, host, disk, depth = effective(o)
     local event, soft = 0, 0
-    if o then event, soft = o.event, o.soft end
+    if o then event, soft = o[4], o[5] end   -- an overlap entry (see effective)
     local _, _, rank, _, _, _, wid, url = rrec(i)
     local reason = CREASON and CREASON[i] or ''
     parts[n + 1] = struct.pack(ROW_FMT, rank, dev, host, disk, event, soft, depth, CCRED[i], LV[3 * i - 2], LV[3 * i - 1],
