@@ -119,28 +119,72 @@ local function pool_check()
   return {'unknown_pool'}
 end
 
+-- GC pacing (Lua 5.1's incremental collector; docs/REDIS.md "The Lua collector's pace"). Two things made
+-- the largest calls at 4,096 ranks, whose long-lived heap (roster, loads and number-string memos: ~22 k
+-- strings, ~5 k tables, ~4.5 MB) is large: (1) Redis runs lua_gc(LUA_GCSTEP, 50) after every 50th script
+-- call of the node (script_lua.c), ~50 collector steps of (GCSTEPSIZE / 100) x stepmul work units, 100 k
+-- units at Lua's default step multiplier of 200: ~1.06 M instructions and 0.25-0.9 ms of Redis CPU on top
+-- of that call (callgrind; a timing build of Redis 7.0.15); (2) the steps Lua takes inside a call, one per
+-- KB allocated, at 200 swept ~1,200 objects (0.4-0.5 M instructions) in each call that fell in the sweep.
+-- gc_paced wraps every registered function: the multiplier is GC_STEPMUL_CALL while one of ours runs, so
+-- the sweep is spread over 4x more calls (a cycle takes 4x more allocation: the heap peaks ~7 MB instead of
+-- ~4.5 MB at 4,096 ranks, and the collector does less work per call), and GC_STEPMUL_IDLE when the call
+-- returns, so Redis's forced step does 50 single collector steps (one object traversed, one string bucket
+-- or 40 objects swept each). The multiplier is the Functions VM's, shared by every library on the node:
+-- another library's calls run at GC_STEPMUL_IDLE unless they set it (their garbage is then collected by
+-- the steps of our calls and the forced ones). A call ending in an error leaves GC_STEPMUL_CALL. A server
+-- whose Lua has no collectgarbage (reading a missing global is an error in Functions) runs the operations
+-- unpaced; that is found at the first call (the library's load-time sandbox has no pcall).
+local gc_paced
+do   -- (a block: its locals do not count against the 200 of an EVAL script's main chunk, luascripts.Source)
+  local GC_STEPMUL_CALL, GC_STEPMUL_IDLE = 50, 10
+  local GC_CONTROL   -- collectgarbage; false when the server's Lua lacks it; nil before the first call
+  local function gc_control()
+    if GC_CONTROL == nil then
+      local ok, f = pcall(function() return collectgarbage end)
+      GC_CONTROL = ok and type(f) == 'function' and f or false
+    end
+    return GC_CONTROL
+  end
+  gc_paced = function(op)
+    return function(KEYS, ARGV)
+      local gc = GC_CONTROL or (GC_CONTROL == nil and gc_control())
+      if gc then gc('setstepmul', GC_STEPMUL_CALL) end
+      local r = op(KEYS, ARGV)
+      if gc then gc('setstepmul', GC_STEPMUL_IDLE) end
+      return r
+    end
+  end
+end
+
 -- istr: the decimal string of integer n, memoized across calls for the small non-negative integers
 -- redis.call arguments mostly are (byte offsets into a loads chunk, lz ranks) and key or
 -- field names are built of (bucket numbers, slots, rank ids): a Lua number passed to
 -- redis.call is formatted by Redis with snprintf("%.17g"), ~2.3 k instructions each (callgrind, Redis
 -- 7.0), and Lua's own number-to-string (`..` with a number, tostring) is sprintf("%.14g"), ~1.5-2 k; a
--- memoized string costs two table lookups. Bounded: integers from 0 to ISTR_MAX only. Kept in pages of 256
--- (ISTR[n − n % 256][n % 256 + 1]): Lua 5.1 rehashes a table whole at every power of two, and one flat
--- table of up to 65,536 keys filling over a VM's first calls charged each doubling to the call that
--- crossed it (0.4 M instructions at 8,192 keys, callgrind, 4,096 workers; a cold VM after a restart or
--- failover fills it again). A page never holds more than 256 keys.
-local ISTR, ISTR_MAX = {}, 65535
-local function istr(n)
-  local lo = n % 256
-  local page = ISTR[n - lo]
-  local s = page and page[lo + 1]
-  if s then return s end
-  s = string.format('%d', n)
-  if n >= 0 and n <= ISTR_MAX and lo == math.floor(lo) then
-    if not page then page = {}; ISTR[n - lo] = page end
-    page[lo + 1] = s
+-- memoized string costs two table lookups. Bounded: integers from 0 to ISTR_MAX only. Kept in pages of
+-- ISTR_PAGE (ISTR[n − n % ISTR_PAGE][n % ISTR_PAGE + 1]): Lua 5.1 rehashes a table whole at every power of
+-- two, and one flat table of up to 65,536 keys filling over a VM's first calls charged each doubling to the
+-- call that crossed it (0.4 M instructions at 8,192 keys, callgrind, 4,096 workers; a cold VM after a
+-- restart or failover fills it again). Small pages also bound the collector's single steps: it marks a
+-- table's values in one indivisible step, and marking a string touches its header (a cache miss on a
+-- heap of MBs), so a page of 256 strings made each of Redis's forced steps (see GC pacing) cost ~0.2-0.4 ms
+-- at 4,096 ranks; with pages of 32 the forced steps' p90 fell from ~210 to ~55 µs (timing build of Redis).
+local istr
+do   -- (a block, as gc_paced's)
+  local ISTR, ISTR_MAX, ISTR_PAGE = {}, 65535, 32
+  function istr(n)
+    local lo = n % ISTR_PAGE
+    local page = ISTR[n - lo]
+    local s = page and page[lo + 1]
+    if s then return s end
+    s = string.format('%d', n)
+    if n >= 0 and n <= ISTR_MAX and lo == math.floor(lo) then
+      if not page then page = {}; ISTR[n - lo] = page end
+      page[lo + 1] = s
+    end
+    return s
   end
-  return s
 end
 -- num: x as a redis.call argument: its decimal string when x is an integer (istr; '%d' formats integers
 -- without the float formatter), else x itself (Redis's "%.17g": exact for every double). Either way Redis

@@ -206,7 +206,8 @@ func WrapModule(body string) string {
 
 // Library returns the Functions library source (FUNCTION LOAD REPLACE): the shebang naming it, Prelude,
 // then every operation as `local function op_<name>(KEYS, ARGV) <body> end` (a module: `local op_<name> =
-// (function() <file> end)()`, run once here) and its registration.
+// (function() <file> end)()`, run once here) and its registration, wrapped by lib.lua's gc_paced (the
+// collector's step multiplier while a call runs and between calls).
 // KEYS and ARGV are the function's parameters, so each body reads exactly as it does in an EVAL script.
 func Library() (string, error) {
 	var b strings.Builder
@@ -225,7 +226,7 @@ func Library() (string, error) {
 		if s.ReadOnly {
 			flags = "{'no-writes'}"
 		}
-		fmt.Fprintf(&b, "redis.register_function{function_name = '%s', callback = op_%s, flags = %s}\n", s.Function(), s.Name, flags)
+		fmt.Fprintf(&b, "redis.register_function{function_name = '%s', callback = gc_paced(op_%s), flags = %s}\n", s.Function(), s.Name, flags)
 	}
 	return b.String(), nil
 }

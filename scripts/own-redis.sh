@@ -6,6 +6,8 @@
 #   own_redis_start NAME PORT [redis-server flags…]   # refuses a port in use; sets own_dir; traps EXIT
 #   own_pin PRIO CPUS                                   # sets PIN=(taskset -c CPUS chrt -f PRIO), or () without root
 #   own_last / own_rest                                 # the last CPU / the others, for own_pin
+# REDIS_SERVER picks the server binary (default: redis-server on PATH; e.g. a build with symbols or a
+# diagnostic build); OWN_LOG=FILE keeps a copy of the server's log at exit.
 
 own_rt=0
 if [[ $(id -u) -eq 0 && $(nproc) -ge 2 ]]; then own_rt=1; fi
@@ -21,6 +23,7 @@ own_pin() {
 # EXIT trap.
 own_cleanup() {
   redis-cli -p "$own_port" shutdown nosave >/dev/null 2>&1 || true
+  if [[ -n "${OWN_LOG:-}" ]]; then cp "$own_dir/redis.log" "$OWN_LOG" || true; fi
   rm -rf "$own_dir"
 }
 
@@ -38,7 +41,7 @@ own_redis_start() {
   own_dir=$(mktemp -d)
   trap own_cleanup EXIT
   own_pin 10 "$own_last"
-  "${PIN[@]}" redis-server --port "$own_port" --save '' --appendonly no --daemonize yes \
+  "${PIN[@]}" "${REDIS_SERVER:-redis-server}" --port "$own_port" --save '' --appendonly no --daemonize yes \
     --logfile "$own_dir/redis.log" "$@"
   for _ in $(seq 50); do redis-cli -p "$own_port" ping >/dev/null 2>&1 && break; sleep 0.1; done
 }
