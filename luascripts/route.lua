@@ -78,7 +78,12 @@ local SEQ, ER, SH       -- query hashes and index entries read this call (see be
 -- (SK[slot − slot % SK_PAGE][slot % SK_PAGE + 1]), as ISTR and for the same reason: the collector marks a
 -- table's strings in one step, and one table of 4,096 slot keys was one ~0.2 ms step. Emptied at SK_MAX pages.
 local SK, SK_N, SK_MAX, SK_PAGE = {}, 0, 2048, 32
-local HINT              -- slot -> offset of its record in the last event entry it was found in (event_tiers)
+-- HINT: slot -> offset of its record in the last event entry it was found in (event_tiers). Kept across
+-- calls (a hint, checked before use: an offset is set only after a record-aligned match, and every entry
+-- has the same record layout, so a hint from another call, entry or pool is still aligned and is used only
+-- where the slot's bytes are found at it); per call it was a new table grown by rehash each time. Numbers
+-- only (no work for the collector's marking); emptied at HINT_MAX slots.
+local HINT, HINT_N, HINT_MAX = {}, 0, 65536
 local cfg, pcfg         -- knobs: cfg the pool's, then (apply_overrides) the request's effective ones; pcfg the pool's
 local nsx               -- ZCARD of sx before reclamation (nil: not read); 0 means no soft entries at all
 local QUIET             -- prepare found none of dead, sx, sy, orph, nd, hu (one EXISTS); nil: not checked
@@ -119,7 +124,7 @@ local function read_request(ARGV)
   mode, now, nows, reqid, seqs = ARGV[1], tonumber(ARGV[2]), ARGV[2], ARGV[3], ARGV[4]
   isl, session, pinned, rnd = tonumber(ARGV[5]), ARGV[6], ARGV[7], tonumber(ARGV[8])
   D = #seqs / SEQ_LEN
-  SEQ, ER, SH, HINT = setmetatable({}, SEQ_MT), {}, {}, {}
+  SEQ, ER, SH = setmetatable({}, SEQ_MT), {}, {}
   local at = 10   -- the allowed count (after the packed overrides); the paging arguments follow the excluded ids
   local t = at + 2 + tonumber(ARGV[at]) + tonumber(ARGV[at + 1 + tonumber(ARGV[at])])
   PSIZE, PG = nil, nil
@@ -209,6 +214,10 @@ local function event_tiers(i, slot)
       if not p then return nil end
       if (p - E_FIRST) % E_REC == 0 then break end
       from = p + 1
+    end
+    if HINT[slot] == nil then
+      if HINT_N >= HINT_MAX then HINT, HINT_N = {}, 0 end
+      HINT_N = HINT_N + 1
     end
     HINT[slot] = p
   end
