@@ -123,7 +123,7 @@ end
 -- the largest calls at 4,096 ranks, whose long-lived heap (roster, loads and number-string memos: ~22 k
 -- strings, ~5 k tables, ~4.5 MB) is large: (1) Redis runs lua_gc(LUA_GCSTEP, 50) after every 50th script
 -- call of the node (script_lua.c), ~50 collector steps of (GCSTEPSIZE / 100) x stepmul work units, 100 k
--- units at Lua's default step multiplier of 200: ~1.06 M instructions and 0.25-0.9 ms of Redis CPU on top
+-- units at Lua's default step multiplier of 200: ~1.06 M instructions and 0.1-0.9 ms of Redis CPU on top
 -- of that call (callgrind; a timing build of Redis 7.0.15); (2) the steps Lua takes inside a call, one per
 -- KB allocated, at 200 swept ~1,200 objects (0.4-0.5 M instructions) in each call that fell in the sweep.
 -- gc_paced wraps every registered function: the multiplier is GC_STEPMUL_CALL while one of ours runs, so
@@ -169,7 +169,8 @@ end
 -- restart or failover fills it again). Small pages also bound the collector's single steps: it marks a
 -- table's values in one indivisible step, and marking a string touches its header (a cache miss on a
 -- heap of MBs), so a page of 256 strings made each of Redis's forced steps (see GC pacing) cost ~0.2-0.4 ms
--- at 4,096 ranks; with pages of 32 the forced steps' p90 fell from ~210 to ~55 µs (timing build of Redis).
+-- at 4,096 ranks; with pages of 32 the forced steps' p90 fell from ~210 to ~55 µs (timing build of Redis,
+-- step multiplier 200 in calls, 10 between).
 local istr
 do   -- (a block, as gc_paced's)
   local ISTR, ISTR_MAX, ISTR_PAGE = {}, 65535, 32

@@ -2,18 +2,36 @@ package statestore
 
 import (
 	"context"
+	"regexp"
+	"strconv"
 	"testing"
+
+	"github.com/kvrouter/kvrouter/luascripts"
 )
 
-// gcStepmulIdle is lib.lua's GC_STEPMUL_IDLE: the Lua collector's step multiplier the library leaves
-// behind when one of its calls returns (lib.lua "GC pacing"; REDIS.md "The Lua collector's pace").
-const gcStepmulIdle = 10
+// gcStepmuls reads lib.lua's GC_STEPMUL_CALL and GC_STEPMUL_IDLE: the Lua collector's step multiplier while
+// one of the library's calls runs and the one it leaves behind (lib.lua "GC pacing"; REDIS.md "The Lua
+// collector's pace").
+func gcStepmuls(t *testing.T) (call, idle int64) {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^\s*local GC_STEPMUL_CALL, GC_STEPMUL_IDLE = (\d+), (\d+)$`).FindStringSubmatch(luascripts.Prelude())
+	if m == nil {
+		t.Fatal("lib.lua declares no GC_STEPMUL_CALL, GC_STEPMUL_IDLE")
+	}
+	call, _ = strconv.ParseInt(m[1], 10, 64)
+	idle, _ = strconv.ParseInt(m[2], 10, 64)
+	return call, idle
+}
 
 // TestRedisGCPacing: every registered function of the library leaves the Functions VM's step multiplier at
 // GC_STEPMUL_IDLE when it returns, whatever it was before the call, so Redis's forced collector step after
 // every 50th script call does 50 single steps, not ~100 k work units. A probe library on the same node
 // reads the multiplier (collectgarbage returns the previous value) and puts it back.
 func TestRedisGCPacing(t *testing.T) {
+	gcStepmulCall, gcStepmulIdle := gcStepmuls(t)
+	if gcStepmulCall == 77 || gcStepmulIdle == 77 {
+		t.Fatal("the probe's marker value 77 is one of lib.lua's multipliers: pick another")
+	}
 	rs, c := newInternalRedis(t, "gcp:")
 	ctx := context.Background()
 	probe := "#!lua name=kvrtest_gcprobe\n" +
