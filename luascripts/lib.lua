@@ -100,11 +100,27 @@ local function bind(keys)
 end
 
 -- keys_spread returns the full positional key list bind expects from an operation's own keys (luascripts
--- Script.Keys): keys[j] goes to position pos[j], the other positions stay nil.
-local function keys_spread(keys, pos)
-  local t = {}
-  for j = 1, #pos do t[pos[j]] = keys[j] end
-  return t
+-- Script.Keys): keys[j] goes to position spec's j-th number (spec: the positions as a constant string,
+-- '1,2,5', parsed once into SPREAD_POS), the other positions nil. The list returned is one table reused
+-- by every call (bind copies the names out at once): a lease call made a table, grew it by rehash and
+-- made the positions' table on every call, garbage the collector later swept and freed.
+local keys_spread
+do   -- (a block: its locals do not count against the 200 of an EVAL script's main chunk, luascripts.Source)
+  local SPREAD, SPREAD_POS, SPREAD_LAST = {}, {}, nil
+  keys_spread = function(keys, spec)
+    local pos = SPREAD_POS[spec]
+    if not pos then
+      pos = {}
+      for p in string.gmatch(spec, '%d+') do pos[#pos + 1] = tonumber(p) end
+      SPREAD_POS[spec] = pos
+    end
+    if SPREAD_LAST ~= pos then   -- another operation's positions: clear them
+      if SPREAD_LAST then for j = 1, #SPREAD_LAST do SPREAD[SPREAD_LAST[j]] = nil end end
+      SPREAD_LAST = pos
+    end
+    for j = 1, #pos do SPREAD[pos[j]] = keys[j] end
+    return SPREAD
+  end
 end
 
 -- layout_reply is the reply for a pool whose cfg records layout v (nil: none recorded).

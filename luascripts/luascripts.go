@@ -103,7 +103,7 @@ func (s Script) keysPrologue() string {
 	for i, p := range pos {
 		idx[i] = fmt.Sprint(p)
 	}
-	return "KEYS = keys_spread(KEYS, {" + strings.Join(idx, ", ") + "})\n"
+	return "KEYS = keys_spread(KEYS, '" + strings.Join(idx, ",") + "')\n"
 }
 
 // Scripts are the operations, lib excluded.

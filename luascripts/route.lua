@@ -90,6 +90,13 @@ local QUIET             -- prepare found none of dead, sx, sy, orph, nd, hu (one
 local N, SL, live       -- roster size, candidate -> slot, slot -> candidate (read-only: memoized with the roster)
 local ndc               -- slot -> non-device blocks (nd), read by tier_split's first call
 local OV                -- overlaps: slot -> {device, host, disk, event, soft} blocks (memory: Overlap)
+-- Tables kept across calls so that a decision leaves less garbage (each table a call drops is later swept
+-- and freed by the collector, ~0.3-1 k instructions, and Redis's forced GC step every 50th script call
+-- frees up to 2,040 of them in one call: docs/REDIS.md "The Lua collector's pace"). OVT: the OV table
+-- itself, emptied by reset_state; OVP: its entries, recycled (at most OVP_MAX kept); CAND, REPLY, LREC:
+-- the chosen candidate's record, the 'ok' reply and the lease record, every field rewritten by each call.
+local OVT, OVP, OVP_N, OVP_MAX = {}, {}, 0, 256
+local CAND, REPLY, LREC = {}, {}, {}
 local osc, hw, dw, pls, decay_d, rw, temp, bpf, bdf, bs   -- effective knobs (apply_overrides)
 local required          -- required_blocks = ceil(isl / block_size)
 local TC                -- cost_model ttft: TC[2i-1] prefill rate, TC[2i] decode coeff of candidate i (nil: default model)
@@ -118,13 +125,23 @@ local PSIZE, PG         -- explain: page size (nil: none); explain_page: the pag
 local SEQ_MT = {__index = function(t, i)
   local s = string.sub(seqs, i * SEQ_LEN + 1, i * SEQ_LEN + SEQ_LEN); t[i] = s; return s
 end}
+-- SEQT, ERT, SHT: the tables behind SEQ, ER and SH, kept across calls and emptied by read_request (a
+-- call touches a few positions: emptying them costs less than making and growing three tables, which
+-- the collector would then sweep and free). SEQT is made at the first call (the library's load-time
+-- sandbox has no setmetatable).
+local SEQT, ERT, SHT = nil, {}, {}
+local function memo_empty(t)
+  for k in pairs(t) do t[k] = nil end
+  return t
+end
 -- read_request: the request's arguments (ARGV[1..8]; apply_overrides and new_route_filter read the rest)
 -- and empty memos of this call's query hashes and index entries.
 local function read_request(ARGV)
   mode, now, nows, reqid, seqs = ARGV[1], tonumber(ARGV[2]), ARGV[2], ARGV[3], ARGV[4]
   isl, session, pinned, rnd = tonumber(ARGV[5]), ARGV[6], ARGV[7], tonumber(ARGV[8])
   D = #seqs / SEQ_LEN
-  SEQ, ER, SH = setmetatable({}, SEQ_MT), {}, {}
+  if not SEQT then SEQT = setmetatable({}, SEQ_MT) end
+  SEQ, ER, SH = memo_empty(SEQT), memo_empty(ERT), memo_empty(SHT)
   local at = 10   -- the allowed count (after the packed overrides); the paging arguments follow the excluded ids
   local t = at + 2 + tonumber(ARGV[at]) + tonumber(ARGV[at + 1 + tonumber(ARGV[at])])
   PSIZE, PG = nil, nil
@@ -133,7 +150,12 @@ local function read_request(ARGV)
 end
 -- reset_state: every other per-call variable to its starting value.
 local function reset_state()
-  cfg, pcfg, nsx, QUIET, N, SL, live, ndc, OV = nil, nil, nil, nil, nil, nil, nil, nil, {}
+  cfg, pcfg, nsx, QUIET, N, SL, live, ndc = nil, nil, nil, nil, nil, nil, nil, nil
+  for s, o in pairs(OVT) do   -- the last call's overlap entries back to the pool
+    if OVP_N < OVP_MAX then OVP_N = OVP_N + 1; OVP[OVP_N] = o end
+    OVT[s] = nil
+  end
+  OV = OVT
   osc, hw, dw, pls, decay_d, rw, temp, bpf, bdf, bs = nil, nil, nil, nil, nil, nil, nil, nil, nil, nil
   required, TC, FAST, nexta, na, allowed, excluded = nil, nil, nil, nil, nil, nil, nil
   seen, DEAD, HB, HO, widf, LV, lvstamp, MN, TK = nil, nil, nil, nil, nil, nil, nil, nil, nil
@@ -309,6 +331,13 @@ end
 -- overlaps: memory_route.go overlaps: every live rank's overlap (OV), the event layer (jump search over
 -- position 0's holders, orphan holders block by block, then the tier split) and the soft layer (skipped
 -- when sx was empty before reclamation or is now).
+-- ov_entry: an overlap entry table, from the pool (OVP) when it holds one; the caller sets all five fields.
+local function ov_entry()
+  if OVP_N == 0 then return {0, 0, 0, 0, 0} end
+  local o = OVP[OVP_N]
+  OVP[OVP_N], OVP_N = nil, OVP_N - 1
+  return o
+end
 local function overlaps()
   local ev = {}
   if D > 0 and N > 0 then
@@ -331,7 +360,9 @@ local function overlaps()
   end
   for s, d in pairs(ev) do
     local dev, host, disk = tier_split(s, d)
-    OV[s] = {dev, host, disk, d, 0}   -- an overlap entry (see effective)
+    local o = ov_entry()   -- an overlap entry (see effective)
+    o[1], o[2], o[3], o[4], o[5] = dev, host, disk, d, 0
+    OV[s] = o
   end
   if D > 0 and nsx ~= 0 and redis.call('ZCARD', K_SX) > 0 then
     local soft = {}
@@ -342,7 +373,11 @@ local function overlaps()
     jump_depths(at0, soft_contains, D, soft)
     for s, d in pairs(soft) do
       local o = OV[s]
-      if not o then o = {0, 0, 0, 0, 0}; OV[s] = o end
+      if not o then
+        o = ov_entry()
+        o[1], o[2], o[3], o[4] = 0, 0, 0, 0
+        OV[s] = o
+      end
       o[5] = d   -- soft
     end
   end
@@ -651,7 +686,7 @@ local function pick_tied(TH, G, SKIP)
   if #C == 0 or (#C > 1 and k <= EXPAND_MAX) then   -- no counted group, or few ties: fetch every one
     for _, g in ipairs(C) do
       local skip = {}
-      for _, i in ipairs(SKIP[g.l] or {}) do skip[i] = true end
+      for _, i in ipairs(SKIP[g.l] or NONE) do skip[i] = true end
       for _, x in ipairs(redis.call('ZRANGE', K_LZ, istr(g.a), istr(g.a + g.n - 1))) do
         local i = live[LZ.slot(x)]
         if not i then return nil end
@@ -664,7 +699,7 @@ local function pick_tied(TH, G, SKIP)
   table.sort(E)
   for _, g in ipairs(C) do   -- g.at: the lz ranks of its skipped members, sorted
     g.at = {}
-    for _, i in ipairs(SKIP[g.l] or {}) do
+    for _, i in ipairs(SKIP[g.l] or NONE) do
       local z = redis.call('ZRANK', K_LZ, g.l .. LZ.rck(i))
       if not z then return nil end
       g.at[#g.at + 1] = z
@@ -774,9 +809,9 @@ local function choose_fast()
     local sk = {}
     for s in pairs(OV) do sk[live[s]] = true end
     local function add(i) sk[i] = true end
-    for wid in pairs(excluded or {}) do worker_ranks(wid, add) end
-    for wid in pairs(HB or {}) do worker_ranks(wid, add) end
-    for wid in pairs(DEAD or {}) do worker_ranks(wid, add) end
+    for wid in pairs(excluded or NONE) do worker_ranks(wid, add) end
+    for wid in pairs(HB or NONE) do worker_ranks(wid, add) end
+    for wid in pairs(DEAD or NONE) do worker_ranks(wid, add) end
     for i in pairs(sk) do
       local l = struct.pack('>ddd', LV[3 * i - 2], LV[3 * i - 1], LV[3 * i])   -- lv's bytes, re-packed
       SKIP[l] = SKIP[l] or {}
@@ -804,7 +839,7 @@ local function choose_fast()
     if not found or cost <= m then
       local g = {a = pos, n = n, l = l}
       if listable and (bpf == 0 or p == 0) and (bdf == 0 or d == 0) then
-        g.k = n - #(SKIP[l] or {})
+        g.k = n - #(SKIP[l] or NONE)
       else
         g.list = {}
         for _, x in ipairs(redis.call('ZRANGE', K_LZ, istr(pos), istr(pos + n - 1))) do
@@ -1031,13 +1066,17 @@ end
 -- candidate: the chosen rank's record (rrec) by name.
 local function candidate(i)
   local slot, rid, rank, _, _, kve, wid, url = rrec(i)
-  return {slot = slot, rid = rid, rank = rank, kve = kve, wid = wid, url = url}
+  CAND.slot, CAND.rid, CAND.rank, CAND.kve, CAND.wid, CAND.url = slot, rid, rank, kve, wid, url
+  return CAND
 end
 -- decision: memory_route.go evaluation.decision: the 'ok' reply for candidate i (record c), taken before
 -- book changes its loads (its cost reads them; LV may be the memo).
 local function decision(i, c)
   local _, _, _, depth = effective(OV[c.slot])
-  return {'ok', c.wid, c.rank, c.url, depth, required, f17(cost_of(i)), shit and 1 or 0, fast and 1 or 0}
+  local r = REPLY
+  r[1], r[2], r[3], r[4], r[5], r[6] = 'ok', c.wid, c.rank, c.url, depth, required
+  r[7], r[8], r[9] = f17(cost_of(i)), shit and 1 or 0, fast and 1 or 0
+  return r
 end
 -- put_soft: memory_route.go book's soft.put loop: the chosen slot's soft entry (expiry sexp) at every
 -- query position, last position first: a position with no soft entry yet costs one HSETNX; the first one
@@ -1105,8 +1144,9 @@ local function book(i, c)
       lsess, lgen = session, s[S.GEN]
     end
   end
-  local lrec = {c.rid, booked, required, expiry, lsess, lgen, i, ck}   -- L_* order
-  if TC then lrec[L.X1], lrec[L.X2], lrec[L.T] = p + booked, d, now end
+  local lrec = LREC   -- L_* order
+  lrec[1], lrec[2], lrec[3], lrec[4], lrec[5], lrec[6], lrec[7], lrec[8] = c.rid, booked, required, expiry, lsess, lgen, i, ck
+  if TC then lrec[L.X1], lrec[L.X2], lrec[L.T] = p + booked, d, now else lrec[L.X1], lrec[L.X2], lrec[L.T] = nil, nil, nil end
   redis.call('HSET', K_LS, reqid, cmsgpack.pack(lrec))
   redis.call('ZADD', K_LX, num(expiry), reqid)
   lx_added(expiry)

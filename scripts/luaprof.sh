@@ -21,7 +21,9 @@
 # profiled call (route and lease calls together; a decision is one of each), with the library's text.
 # A VM instruction is not a machine instruction: a line calling string.sub or struct.pack counts one per
 # call, and the C work behind it is not shown. TIME=1 counts CPU cycles per line instead (rdtsc; the C work
-# of a line included, Redis round trips excluded; noisy, so compare shares). TOP=N lines (default 50).
+# of a line included, Redis round trips excluded; noisy, so compare shares). LUAPROF_ALLOC=1 counts the
+# Lua heap's allocations and growths per line instead (the garbage the collector sweeps; a redis.call's
+# reply table and strings go to its line). TOP=N lines (default 50).
 # Output kept in $OUT_DIR (printed).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

@@ -10,7 +10,7 @@
 #   e.g. scripts/redis-percall.sh 7355 bin/kvrouter 1000 --workers 4096
 #
 # Starts its own redis-server on PORT (never one it did not start), loads the benchmark's index natively
-# (prefix instr:), saves it, restarts from that RDB under callgrind, makes 300 warm-up decisions, then
+# (prefix instr:), saves it, restarts from that RDB under callgrind, makes WARM (default 300) warm-up decisions, then
 # DECISIONS with instrumentation on. REDIS_SERVER picks the binary. Prints the calls' p50/p90/p99/p99.9/max
 # instructions and keeps the dumps and percall.txt (sorted) in the printed directory.
 set -euo pipefail
@@ -24,7 +24,7 @@ cg_refuse_busy redis-percall "$port"
 dir=$(mktemp -d /tmp/redis-percall.XXXXXX)
 cg_start redis-percall "$port" "$dir" "$kvr" --dump-before=fcallCommand -- "$@"
 pid=$cg_pid
-cg_bench "$kvr" 300 "$@" >/dev/null 2>&1
+cg_bench "$kvr" "${WARM:-300}" "$@" >/dev/null 2>&1
 callgrind_control -i on "$pid" >/dev/null 2>&1
 cg_bench "$kvr" "$n" "$@" >/dev/null 2>&1
 callgrind_control -i off "$pid" >/dev/null 2>&1

@@ -40,7 +40,19 @@ LUALIB_API int (luaopen_bit) (lua_State *L);
 
 #define MAXLINE 8192
 static uint64_t vm[MAXLINE], calls[MAXLINE], cyc[MAXLINE];
-static int profiling = 0, mode_time = 0;
+static int profiling = 0, mode_time = 0, mode_alloc = 0;
+/* Alloc mode (LUAPROF_ALLOC=1): the columns count the Lua heap's block allocations and growths (a new
+ * table, string, array or node part, a reallocation to a larger size) per line instead of VM
+ * instructions: the objects the collector must later sweep and free. cur_line is the line of the VM
+ * instruction under way (the count hook runs before each one), so a C function's allocations (a redis.call
+ * reply, string.sub) go to the line that called it. */
+static int cur_line = 0;
+static void *alloc_counting(void *ud, void *ptr, size_t osize, size_t nsize) {
+  (void)ud;
+  if (nsize == 0) { free(ptr); return NULL; }
+  if (profiling && (ptr == NULL || nsize > osize) && cur_line > 0) vm[cur_line]++;
+  return realloc(ptr, nsize);
+}
 static redisContext *rc;
 /* Time mode: the cycles from one line event to the next are the previous line's, less the time spent
  * waiting for Redis inside them (redis_cyc: a round trip is not Lua work). */
@@ -74,7 +86,9 @@ static void hook(lua_State *L, lua_Debug *ar) {
     last_tsc = tsc();
     return;
   }
-  if (lua_getinfo(L, "l", ar) && ar->currentline > 0 && ar->currentline < MAXLINE) vm[ar->currentline]++;
+  if (lua_getinfo(L, "l", ar) && ar->currentline > 0 && ar->currentline < MAXLINE) {
+    if (mode_alloc) cur_line = ar->currentline; else vm[ar->currentline]++;
+  }
 }
 
 static void push_reply(lua_State *L, redisReply *r) {
@@ -180,7 +194,8 @@ int main(int argc, char **argv) {
   rc = redisConnect(argv[1], atoi(argv[2]));
   if (!rc || rc->err) { fprintf(stderr, "luaprof: connect: %s\n", rc ? rc->errstr : "?"); return 2; }
   int warm = atoi(argv[5]);
-  lua_State *L = luaL_newstate();
+  mode_alloc = !mode_time && getenv("LUAPROF_ALLOC") && atoi(getenv("LUAPROF_ALLOC"));
+  lua_State *L = mode_alloc ? lua_newstate(alloc_counting, NULL) : luaL_newstate();
   lua_pushcfunction(L, luaopen_base); lua_call(L, 0, 0);
   lua_pushcfunction(L, luaopen_table); lua_pushstring(L, LUA_TABLIBNAME); lua_call(L, 1, 0);
   lua_pushcfunction(L, luaopen_string); lua_pushstring(L, LUA_STRLIBNAME); lua_call(L, 1, 0);
@@ -243,11 +258,12 @@ int main(int argc, char **argv) {
     if (percall) {
       for (int i = 0; i < MAXLINE; i++) { before_v += (mode_time ? cyc[i] : vm[i]); before_c += calls[i]; }
     }
-    last_line = 0; last_tsc = 0; redis_cyc = 0;
+    last_line = 0; last_tsc = 0; redis_cyc = 0; cur_line = 0;
 #ifdef LUAPROF_CALLGRIND
     if (done == focus) CALLGRIND_START_INSTRUMENTATION;
 #endif
     if (lua_pcall(L, 2, 1, 0)) { fprintf(stderr, "luaprof: call %ld: %s\n", done, lua_tostring(L, -1)); return 1; }
+    cur_line = 0;   /* the next call's KEYS and ARGV tables are Redis's work, not a line's */
 #ifdef LUAPROF_CALLGRIND
     if (done == focus) CALLGRIND_STOP_INSTRUMENTATION;
 #endif
@@ -267,7 +283,7 @@ int main(int argc, char **argv) {
   for (int i = 0; i < MAXLINE; i++) { tv += vm[i]; tc += calls[i]; }
   printf("# luaprof: %ld calls replayed, %ld profiled; per profiled call: %.1f %s, %.2f redis calls\n",
          done, profiled, (double)tv / (double)(profiled ? profiled : 1),
-         mode_time ? "cycles (rdtsc, Redis round trips excluded)" : "VM instructions", (double)tc / (double)(profiled ? profiled : 1));
+         mode_time ? "cycles (rdtsc, Redis round trips excluded)" : mode_alloc ? "heap allocations and growths" : "VM instructions", (double)tc / (double)(profiled ? profiled : 1));
   printf("# line\tvm/call\tshare\tredis/call\n");
   for (int i = 0; i < MAXLINE; i++)
     if (vm[i] || calls[i])
