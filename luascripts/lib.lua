@@ -437,6 +437,7 @@ local function zl() if not ZL then ZL = string.rep('\0', 24) end return ZL end
 local function ros_memo(key, R)
   if MEMO.n_ros >= MEMO.cap then MEMO.ros, MEMO.n_ros = {}, 0 end
   MEMO.ros[key], MEMO.n_ros = R, MEMO.n_ros + 1
+  R.mkey = key   -- (dir_splice drops the entry of a directory it consumes)
 end
 local function ch_memo(key, C)
   if MEMO.n_ch >= MEMO.cap_ch then MEMO.ch, MEMO.n_ch = {}, 0 end
@@ -1253,40 +1254,57 @@ local function dir_publish(R)
   ros_memo(K_ROSTER .. '\0' .. stamp, R)
 end
 -- dir_splice writes the directory of R with its chunks a..b (b = a - 1: none) replaced by list (new
--- chunks {cid, n, fw, C} in order): unchanged entries are copied as byte ranges of the old directory
--- string and as array slots (no per-entry parsing), the new chunks are memoized. O(W/CH) cheap steps.
+-- chunks {cid, n, fw, C} in order): unchanged entries are kept as byte ranges of the old directory string,
+-- and the new directory takes over R's arrays, spliced in place: entries after b move only when the
+-- number of chunks changes (a split, a new chunk, a merge), and their counts and offsets are shifted only
+-- when those changed. The common registration (a worker spliced into a chunk with room) thus touches one
+-- array entry and one prefix count per later chunk; copying every entry into fresh arrays had cost ~3 k
+-- instructions per chunk, half of a registration's Lua at 4,096 workers, the one part that grew with the
+-- pool. R is dead afterwards (its arrays are the new directory's): its memo entry is dropped. The new
+-- chunks are memoized. O(W/CH) cheap steps at most.
 local function dir_splice(R, a, b, list)
-  local N = ros_empty()
-  N.era = R.era ~= '' and R.era or new_stamp()
-  local hdr = string.char(#N.era) .. N.era
-  local k, off = 0, #hdr + 1
-  for c = 1, a - 1 do
-    k = k + 1
-    N.cid[k], N.cn[k], N.st[k], N.fw[k], N.off[k], N.ch[k] = R.cid[c], R.cn[c], R.st[c], R.fw[c], R.off[c] - R.off[1] + off, R.ch[c]
+  local era = R.era ~= '' and R.era or new_stamp()
+  local hdr = string.char(#era) .. era
+  local K, nl = R.k, #list
+  local delta = nl - (b - a + 1)
+  local tot = K > 0 and (R.st[K] + R.cn[K]) or 0
+  local off = (a > 1) and (R.off[a] or (#R.ds + 1)) or (#hdr + 1)   -- (an unchanged era: offsets before a stay)
+  local n = (a > 1) and (R.st[a - 1] + R.cn[a - 1]) or 0
+  local pre = (a > 1) and string.sub(R.ds, R.off[1], off - 1) or ''
+  local rest, st1, off1 = '', nil, nil
+  if b < K then rest, st1, off1 = string.sub(R.ds, R.off[b + 1]), R.st[b + 1], R.off[b + 1] end
+  if R.mkey and MEMO.ros[R.mkey] == R then MEMO.ros[R.mkey], MEMO.n_ros = nil, MEMO.n_ros - 1 end
+  local cid, cn, st, fw, of, ch = R.cid, R.cn, R.st, R.fw, R.off, R.ch
+  if delta > 0 then   -- (ch has holes: chunks parsed lazily; hence no table.insert)
+    for c = K, b + 1, -1 do
+      local d = c + delta
+      cid[d], cn[d], st[d], fw[d], of[d], ch[d] = cid[c], cn[c], st[c], fw[c], of[c], ch[c]
+    end
+  elseif delta < 0 then
+    for c = b + 1, K do
+      local d = c + delta
+      cid[d], cn[d], st[d], fw[d], of[d], ch[d] = cid[c], cn[c], st[c], fw[c], of[c], ch[c]
+    end
+    for c = K + delta + 1, K do cid[c], cn[c], st[c], fw[c], of[c], ch[c] = nil, nil, nil, nil, nil, nil end
   end
-  if a > 1 then off = R.off[a] or (#R.ds + 1) end   -- (the era, so the header, is unchanged)
-  N.n = (a > 1) and (R.st[a - 1] + R.cn[a - 1]) or 0
+  local N = {ds = '', era = era, k = K + delta, n = 0, cid = cid, cn = cn, st = st, fw = fw, off = of, ch = ch}
   local ents = {}
-  for _, e in ipairs(list) do
-    k = k + 1
+  for j, e in ipairs(list) do
+    local k = a + j - 1
     local ent = dir_entry(e.cid, e.n, e.fw)
-    ents[#ents + 1] = ent
-    N.cid[k], N.cn[k], N.st[k], N.fw[k], N.off[k], N.ch[k] = e.cid, e.n, N.n, e.fw, off, e.C
-    N.n, off = N.n + e.n, off + #ent
+    ents[j] = ent
+    cid[k], cn[k], st[k], fw[k], of[k], ch[k] = e.cid, e.n, n, e.fw, off, e.C
+    n, off = n + e.n, off + #ent
     ch_memo(ch_key(N, k), e.C)
   end
-  local rest = ''
-  if b < R.k then
-    local dn, doff = N.n - R.st[b + 1], off - R.off[b + 1]
-    for c = b + 1, R.k do
-      k = k + 1
-      N.cid[k], N.cn[k], N.st[k], N.fw[k], N.off[k], N.ch[k] = R.cid[c], R.cn[c], R.st[c] + dn, R.fw[c], R.off[c] + doff, R.ch[c]
+  if st1 then
+    local dn, doff = n - st1, off - off1
+    if dn ~= 0 or doff ~= 0 then
+      for c = a + nl, K + delta do st[c], of[c] = st[c] + dn, of[c] + doff end
     end
-    N.n = N.n + R.st[R.k] + R.cn[R.k] - R.st[b + 1]
-    rest = string.sub(R.ds, R.off[b + 1])
+    n = n + tot - st1
   end
-  N.k = k
-  local pre = (a > 1) and string.sub(R.ds, R.off[1], (R.off[a] or (#R.ds + 1)) - 1) or ''
+  N.n = n
   N.ds = hdr .. pre .. table.concat(ents) .. rest
   dir_publish(N)
 end
