@@ -1396,8 +1396,11 @@ local function roster_replace(wid, w)
     local lvs = redis.call('MGET', unpack(keys))
     for c = c0, c1 do chunk_decode(rch(c), lvs[c - c0 + 1] or '', cands) end
   end
-  local a = 1   -- the run is cands[a..b-1]
-  while a <= #cands and wid_lt(cands[a][7], wid) do a = a + 1 end
+  local a, top = 1, #cands + 1   -- the run is cands[a..b-1]: a by binary search (cands are in worker-id order;
+  while a < top do               -- a linear scan of byte-wise comparisons was a quarter of a chunk split's Lua)
+    local mid = math.floor((a + top) / 2)
+    if wid_lt(cands[mid][7], wid) then a = mid + 1 else top = mid end
+  end
   local b = a
   while b <= #cands and cands[b][7] == wid do b = b + 1 end
   local oldl = {}
