@@ -130,8 +130,15 @@ end}
 -- the collector would then sweep and free). SEQT is made at the first call (the library's load-time
 -- sandbox has no setmetatable).
 local SEQT, ERT, SHT = nil, {}, {}
-local function memo_empty(t)
-  for k in pairs(t) do t[k] = nil end
+-- memo_empty empties t for the next call and returns it, or a new empty table (metatable mt) when the
+-- last call had filled it with more than MEMO_KEEP entries: Lua never shrinks a table on deletions, and
+-- `pairs` over the empty slots of a table one large call grew (an explain of thousands of holders, a long
+-- prompt's positions) would cost every later call.
+local MEMO_KEEP = 64
+local function memo_empty(t, mt)
+  local n = 0
+  for k in pairs(t) do t[k], n = nil, n + 1 end
+  if n > MEMO_KEEP then return setmetatable({}, mt) end
   return t
 end
 -- read_request: the request's arguments (ARGV[1..8]; apply_overrides and new_route_filter read the rest)
@@ -141,7 +148,8 @@ local function read_request(ARGV)
   isl, session, pinned, rnd = tonumber(ARGV[5]), ARGV[6], ARGV[7], tonumber(ARGV[8])
   D = #seqs / SEQ_LEN
   if not SEQT then SEQT = setmetatable({}, SEQ_MT) end
-  SEQ, ER, SH = memo_empty(SEQT), memo_empty(ERT), memo_empty(SHT)
+  SEQT, ERT, SHT = memo_empty(SEQT, SEQ_MT), memo_empty(ERT), memo_empty(SHT)
+  SEQ, ER, SH = SEQT, ERT, SHT
   local at = 10   -- the allowed count (after the packed overrides); the paging arguments follow the excluded ids
   local t = at + 2 + tonumber(ARGV[at]) + tonumber(ARGV[at + 1 + tonumber(ARGV[at])])
   PSIZE, PG = nil, nil
@@ -151,10 +159,12 @@ end
 -- reset_state: every other per-call variable to its starting value.
 local function reset_state()
   cfg, pcfg, nsx, QUIET, N, SL, live, ndc = nil, nil, nil, nil, nil, nil, nil, nil
+  local n = 0
   for s, o in pairs(OVT) do   -- the last call's overlap entries back to the pool
     if OVP_N < OVP_MAX then OVP_N = OVP_N + 1; OVP[OVP_N] = o end
-    OVT[s] = nil
+    OVT[s], n = nil, n + 1
   end
+  if n > MEMO_KEEP then OVT = {} end   -- (as memo_empty: a large call's table is not kept)
   OV = OVT
   osc, hw, dw, pls, decay_d, rw, temp, bpf, bdf, bs = nil, nil, nil, nil, nil, nil, nil, nil, nil, nil
   required, TC, FAST, nexta, na, allowed, excluded = nil, nil, nil, nil, nil, nil, nil
