@@ -223,7 +223,10 @@ end
 -- count; returns 0 (already held in that tier), 1 (a tier added to a held block) or 2 (the block became
 -- held: its parent gains a held child). extra (0 or 1): held children the record gains in the same write
 -- (store_event's fast path: the next block just became held), so the entry is rebuilt once, not twice.
-local function rstore_core(key4, seq, phdr, tier, bt, extra)
+-- pseq, pflag: the entry's header (parent seq, is-child byte), passed apart and joined in the entry's one
+-- concatenation (a header string of its own, and rset's whole entry cut again after it, were two more
+-- strings per block for the collector).
+local function rstore_core(key4, seq, pseq, pflag, tier, bt, extra)
   local s = eraw(seq)
   local p = rpos(s, key4)
   local c = 0
@@ -239,9 +242,9 @@ local function rstore_core(key4, seq, phdr, tier, bt, extra)
       if band(t, 1) == 0 and tier == 0 then dn = dn - 1 end
       return 1
     end
-    eput(seq, phdr .. sub(rset(s, p, bt, c + extra), FIRST))
+    eput(seq, pseq .. pflag .. sub(s, FIRST, p + SLOT_LEN - 1) .. spack(WORD_FMT, (c + extra) * TIERS + bt) .. sub(s, p + REC))
   else
-    eput(seq, phdr .. sub(s, FIRST) .. key4 .. spack(WORD_FMT, extra * TIERS + bt))
+    eput(seq, pseq .. pflag .. sub(s, FIRST) .. key4 .. spack(WORD_FMT, extra * TIERS + bt))
   end
   dh = dh + 1
   if tier ~= 0 then dn = dn + 1 end
@@ -287,7 +290,7 @@ local function store_event(slot, blocks, parent, ischild, tier)
   if not fast then
     for j = 1, nb do
       local seq = seqs[j]
-      local st = rstore_core(key4, seq, parent .. (ischild and '\1' or '\0'), tier, bt, 0)
+      local st = rstore_core(key4, seq, parent, ischild and '\1' or '\0', tier, bt, 0)
       if st > 0 then sb = sb + 1 end
       if st == 2 and ischild then parent_child(parent, key4, 1) end
       parent, ischild = seq, true
@@ -319,9 +322,8 @@ local function store_event(slot, blocks, parent, ischild, tier)
       end
     end
     if not st then
-      local phdr
-      if j == 1 then phdr = parent .. (ischild and '\1' or '\0') else phdr = seqs[j - 1] .. '\1' end
-      st = rstore_core(key4, seq, phdr, tier, bt, inc and 1 or 0)
+      if j == 1 then st = rstore_core(key4, seq, parent, ischild and '\1' or '\0', tier, bt, inc and 1 or 0)
+      else st = rstore_core(key4, seq, seqs[j - 1], '\1', tier, bt, inc and 1 or 0) end
     end
     if st > 0 then sb = sb + 1 end
     inc = st == 2
