@@ -24,12 +24,11 @@ command -v redis-benchmark >/dev/null || { echo "box-gauge: needs redis-benchmar
 . scripts/own-redis.sh
 own_redis_start box-gauge "$port"
 
-cpu() { redis-cli -p "$port" info cpu | tr -d '\r' | awk -F: '/^used_cpu_(sys|user):/ {s += $2} END {printf "%.6f", s}'; }
 n=20000
 own_pin 5 "$own_rest"
-a=$(cpu)
+a=$(own_cpu)
 "${PIN[@]}" redis-benchmark -p "$port" -n "$n" -c 1 -q PING >/dev/null
-b=$(cpu)
+b=$(own_cpu)
 ping_us=$(awk -v a="$a" -v b="$b" -v n="$n" 'BEGIN {printf "%.1f", (b - a) * 1e6 / n}')
 
 cc -O2 -o "$own_dir/stallprobe" scripts/stallprobe/stallprobe.c

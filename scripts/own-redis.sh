@@ -6,6 +6,7 @@
 #   own_redis_start NAME PORT [redis-server flags…]   # refuses a port in use; sets own_dir; traps EXIT
 #   own_pin PRIO CPUS                                   # sets PIN=(taskset -c CPUS chrt -f PRIO), or () without root
 #   own_last / own_rest                                 # the last CPU / the others, for own_pin
+#   own_cpu                                             # prints the server's Redis CPU seconds (INFO user + sys)
 # REDIS_SERVER picks the server binary (default: redis-server on PATH; e.g. a build with symbols or a
 # diagnostic build); OWN_LOG=FILE keeps a copy of the server's log at exit.
 
@@ -13,6 +14,10 @@ own_rt=0
 if [[ $(id -u) -eq 0 && $(nproc) -ge 2 ]]; then own_rt=1; fi
 own_last=$(($(nproc) - 1))
 own_rest="0-$((own_last > 0 ? own_last - 1 : 0))"
+
+# own_cpu prints the own server's used_cpu_user + used_cpu_sys (INFO cpu), seconds: a delta over a run is
+# the Redis CPU the run cost (parsing and replies included, which commandstats omits).
+own_cpu() { redis-cli -p "$own_port" info cpu | tr -d '\r' | awk -F: '/^used_cpu_(user|sys):/ { s += $2 } END { printf "%.6f", s }'; }
 
 own_pin() {
   PIN=()

@@ -38,14 +38,13 @@ lease=lease-0001 member=$(printf '%024d' 7)   # the lease route books and done e
 route_args=("$prompt" "$lease" "$(printf 'l%.0s' {1..60})" 1796220000000 "$member")
 for i in $(seq 14); do route_args+=(""); done
 redis-cli -p "$port" fcall kvrouter_floor_setup 26 "${keys[@]}" "$prompt" >/dev/null
-cpu() { redis-cli -p "$port" info cpu | awk -F: '/used_cpu_(user|sys):/ { s += $2 } END { printf "%.6f", s }'; }
 measure() { # name clients cmd…
   local name=$1 c=$2
   shift 2
   local a b
-  a=$(cpu)
+  a=$(own_cpu)
   redis-benchmark -p "$port" -n "$n" -c "$c" -q "$@" >/dev/null 2>&1
-  b=$(cpu)
+  b=$(own_cpu)
   awk -v a="$a" -v b="$b" -v n="$n" -v name="$name" -v c="$c" \
     'BEGIN { printf "%-28s clients %-3s %7.2f µs of Redis CPU per request\n", name, c, (b - a) / n * 1e6 }'
 }
