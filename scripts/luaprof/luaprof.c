@@ -258,7 +258,7 @@ int main(int argc, char **argv) {
     if (percall) {
       for (int i = 0; i < MAXLINE; i++) { before_v += (mode_time ? cyc[i] : vm[i]); before_c += calls[i]; }
     }
-    last_line = 0; last_tsc = 0; redis_cyc = 0; cur_line = 0;
+    last_line = 0; last_tsc = 0; redis_cyc = 0;
 #ifdef LUAPROF_CALLGRIND
     if (done == focus) CALLGRIND_START_INSTRUMENTATION;
 #endif
