@@ -64,6 +64,7 @@ for i = 0, n - 1 do
 end
 local cfg, refused = cfg_get()
 if not cfg then return refused end
+LZ.use(cfg)   -- the load order's knobs are these (LZ.tick and clear_rank's lz writes read no cfg again)
 local res = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 local A, STALE, PNF, BNF, GAP, RST, BSM, UW, SB, RB = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10
 -- ok_reply: the 'ok' reply (header), res's counts in order.
@@ -99,8 +100,9 @@ local function event_work(kind, blob_len, dp)
 end
 -- estimate: what the budget check expects an event to cost: once the call has applied blocks, at the
 -- call's own rate so far (commands per block: ~2 for chains new to the index, ~3 for chains other workers
--- hold), else the worst case (which would stop a call of new chains at 48 blocks, not 64, under the
--- default budget of 140); a wrong guess overshoots the budget by at most one piece's worst case.
+-- hold), else the worst case (3 per stored block: it would stop a call of new chains after one piece,
+-- not two, under the default budget of 90); a wrong guess overshoots the budget by at most one piece's
+-- worst case.
 local applied_blocks = 0
 local function estimate(kind, blob_len, dp)
   if kind == 3 or applied_blocks == 0 then return event_work(kind, blob_len, dp) end
@@ -283,6 +285,9 @@ local function store_event(slot, blocks, parent, ischild, tier)
     local f = sub(blocks, off, off + 6)
     redis.call('HSET', k, f, seq)
     local m = GC[k]
+    -- The last block's mapping is cached even in a bucket not read yet: the next piece of a split event
+    -- (and often the worker's next event) names it as its parent, and its check would read it back.
+    if not m and j == nb then m = {}; GC[k] = m end
     if m then m[f] = seq end
   end
   work = work + nb

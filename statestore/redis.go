@@ -63,21 +63,28 @@ var _ Store = (*Redis)(nil)
 // Why: SPEC §8 wants every call under 1 ms of Redis time. A block costs 1–3 commands (a new block: its
 // HSETNX and its engine-map bucket; a block other workers already hold: a read, a write back and its
 // bucket), ~4–8 µs each with their Lua work at 1 M entries — so a block count alone bounds a call only
-// loosely: 64-block calls of chains held by 4 workers were ~0.9 ms on a quiet box (one in five ≥ 1 ms at
-// 4,096 workers) and mostly over 1 ms on a slow one (docs/PERFORMANCE.md "Ingest calls bounded by
-// work"). With 140 commands and 16-block pieces, estimated at the call's own commands per block, a call
-// of new chains still carries 64 blocks (~130 commands, ~0.55 ms on a quiet box) and one of chains other
-// workers hold 32 (~106 commands, ~0.45 ms); TestApplyWorkBudgetCalls pins both. Smaller calls cost more
-// per block (the per-call fence, worker record, counters and sweeps are paid more often): a budget of 100
-// cut shared chains to 16 blocks a call for +50 % Redis CPU per block, so the budget sits just above the
-// 64-block call of new chains.
+// loosely (docs/PERFORMANCE.md "Ingest calls bounded by work").
+//
+// Why 90 (it was 140 until the thirteenth session): a call's tail is not its commands alone. The Lua
+// collector's steps inside a call grow with what the call allocates, and Redis's forced step (every 50th
+// script call, up to ~0.7 M instructions) lands on top, so at 140 — 64 blocks a call for new chains,
+// 32 for shared ones — the largest ingest calls at 4,096 workers reached 3.1 M instructions at the p99.9
+// and 3.4 M at the max (callgrind): ~1 ms on a quiet box before the forced step, the largest calls of
+// the whole system, each one a route decision queued behind it waited for. At 90 a call of new chains
+// carries 32 blocks (~66 commands, then the next piece's estimate of ~33 passes 90) and one of chains
+// other workers hold 16 (~50, then ~50 more would): p99.9 2.06 M, max 2.2 M instructions at 4,096
+// workers. The price is the per-call part (~0.25 M instructions: the FCALL's keys, the worker record,
+// fence, counters, reclamation, collector) paid twice as often: +20 % (new chains) to +23–26 % (shared)
+// Redis instructions per stored block. 90 sits between the cuts (32/48 blocks of new chains at ~96–102,
+// 16/32 of shared ones at ~96–104), so a command more or less per piece does not move them;
+// TestApplyWorkBudgetChainSizes pins both.
 const (
 	MaxBlocksPerCall  = 64
 	MaxBlocksPerPiece = 16
 )
 
 // applyWorkBudget is apply_events' work budget in Redis commands (a variable so tests can shrink it).
-var applyWorkBudget = 140
+var applyWorkBudget = 90
 
 // engineMapLoad is the average engine-map entries per bucket (blocks held per bucket of a slot's engine map)
 // beyond which apply_events splits one bucket (lib.lua gparams: linear hashing). Why 200: a bucket not yet
