@@ -38,54 +38,106 @@
 -- SOFT_SWEEP) + for the event index and per rank the events name, one split of its map, up to GSPLITS
 -- within half the work budget (each an HGETALL of ≤ ~2 loads of entries, one HSET and one HDEL) + while a rescoring of the load order is under way, one step of it (LZ.tick: RESCORE_TICK
 -- members).
-bind(KEYS)
-local now = tonumber(ARGV[1])
-local wid = ARGV[2]
-local n = tonumber(ARGV[3])
-local budget = tonumber(ARGV[4])
-local gload, eload = tonumber(ARGV[5]), tonumber(ARGV[6])
-local NV, A0 = 12, 6   -- values per event; arguments before the events
-if not now or not n or not budget or budget < 0 or not gload or gload < 0 or not eload or eload < 0
-  or #ARGV ~= A0 + NV * n then
-  return redis.error_reply('ERR apply_events: bad arguments')
-end
-for i = 0, n - 1 do
-  local b = A0 + NV * i
-  local kind, blocks = tonumber(ARGV[b + 1]), ARGV[b + 10]
-  local rk, tr, bz = tonumber(ARGV[b + 2]), tonumber(ARGV[b + 6]), tonumber(ARGV[b + 7])
-  if not (kind == 1 or kind == 2 or kind == 3) or not rk or not tr or not bz or rk % 1 ~= 0 or bz % 1 ~= 0
-    or not (tr == 0 or tr == 1 or tr == 2) then
-    return redis.error_reply('ERR apply_events: bad event ' .. i)
-  end
-  if (kind == 1 and #blocks % 16 ~= 0) or (kind == 2 and #blocks % 8 ~= 0) or (#ARGV[b + 8] ~= 0 and #ARGV[b + 8] ~= 8) then
-    return redis.error_reply('ERR apply_events: bad blocks in event ' .. i)
-  end
-  if ARGV[b + 12] ~= '0' and ARGV[b + 12] ~= '1' then return redis.error_reply('ERR apply_events: bad continuation in event ' .. i) end
-end
-local cfg, refused = cfg_get()
-if not cfg then return refused end
-LZ.use(cfg)   -- the load order's knobs are these (LZ.tick and clear_rank's lz writes read no cfg again)
+--
+-- Form: a module (luascripts.ApplyEvents.Module), as route.lua: this file runs once, when the library is
+-- loaded, and returns the operation. Its functions are made once, not on every call (a call made ~25
+-- closures, each walking the open upvalues), and the tables a call fills — entries read (E, ED, EB), the
+-- engine-map cache (GC, GK), fences (F, Fdirty), an event's hashes (SEQS, DUP) — are kept and emptied by
+-- the next call (MEMO.empty) instead of being made and grown by rehash on every call: ~80 table resizes a
+-- call, then swept by the collector. At load time Redis 7.0 exposes no standard library (string, struct,
+-- bit): this level holds constants and function definitions; the library's fast locals (sub, byte, spack,
+-- ...) are bound at the first call (bind_lib).
+
+-- The request (read_request): ARGV[1..6]; NV values per event after A0 arguments.
+local now, wid, n, budget, gload, eload
+local NV, A0 = 12, 6
+-- Per-call state, set by the main sequence: the pool's knobs, the worker's record and whether it changed.
+local cfg, w, wdirty
+-- res: the reply's counts (reset per call); A..RB their positions; REPLY the 'ok' reply, rewritten by every
+-- call (Redis converts it before the next call runs).
 local res = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 local A, STALE, PNF, BNF, GAP, RST, BSM, UW, SB, RB = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10
+local REPLY = {}
+-- apply_event's outcomes: the event was applied or dropped; the call stops before it (the work budget, or
+-- the caller's predicted parent mapping was wrong).
+local EV_APPLIED, EV_DROPPED, EV_BUDGET, EV_PARENT = 1, 2, 3, 4
+-- work: Redis commands issued so far and buffered for the flush (the work budget's unit, see the header);
+-- applied_blocks: blocks of the events applied so far (estimate's rate).
+local work, applied_blocks = 0, 0
+-- Per-event counter deltas (one slot per event): held, non-device, orphans.
+local dh, dn, dor = 0, 0, 0
+-- The entry codec's offsets (lib.lua ENT).
+local HDR, FIRST, REC, TIERS, SLOT_LEN, WORD_FMT = ENT.HDR, ENT.FIRST, ENT.REC, ENT.TIERS, ENT.SLOT_LEN, ENT.WORD_FMT
+-- Engine maps per bucket key, by field (the engine hash's first 7 bytes; lib.lua's gbucket picks the bucket).
+-- Reads are cached in GC[gk][field] = seq | false. Writes go to Redis at once, one HSET / HDEL per block
+-- (and into GC when that bucket was read): buffering them to group them per bucket saved ~12 % of their
+-- commands (a 64-block event touches ~57 of a slot's 256 buckets) but cost more Lua than that.
+-- GK[slot] = {[0] = the slot's key prefix, [b + 1] = bucket b's key}: a key is the prefix and one number (a
+-- two-part concatenation), as gkey builds it. Both per call (the keys are the pool's).
+local GC, GK = {}, {}
+-- Event index entries as raw strings (no per-record Lua tables), in lib.lua's entry codec ENT: E[seq] =
+-- header (parent seq ‖ is_child, ENT.HDR bytes) ‖ {slot, children·ENT.TIERS + tiers}* ('' = absent);
+-- ED[seq] = written. A record is found by a record-aligned string.find of its slot bytes.
+-- EB[seq] = the entry's bucket key, kept by eraw for the flush (one key string per entry and call). The
+-- field is efield(seq) written out as sub(seq, 1, 7) on this path: the call costs ~2 % of a shared
+-- chain's instructions per block (callgrind, ingest-floor.sh REPLICAS=4: 48.6 k vs 49.7 k).
+local E, ED, EB = {}, {}, {}
+-- Fence state per rank, cached: F[rid] = {epoch, lastid|false, degraded(bool)}; Fdirty[rid] = changed.
+local F, Fdirty = {}, {}
+-- store_event's hashes of one event (SEQS[1..nb], overwritten) and their set (DUP, emptied per event);
+-- split_maps' ranks seen.
+local SEQS, DUP, RANKS = {}, {}, {}
+-- Standard-library locals and the empty header, bound at the first call (bind_lib).
+local sub, byte, spack, sunpack, band, bor, bnot, NO_HDR
+
+local function bind_lib()
+  sub, byte, spack, sunpack = string.sub, string.byte, struct.pack, struct.unpack
+  band, bor, bnot = bit.band, bit.bor, bit.bnot
+  NO_HDR = string.rep('\0', HDR)   -- no parent, not a child
+end
+
+-- read_request reads and validates ARGV (every argument before the first write, so a bad argument never
+-- leaves a half-applied batch); returns an error reply, or nil.
+local function read_request(ARGV)
+  now, wid, n, budget = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+  gload, eload = tonumber(ARGV[5]), tonumber(ARGV[6])
+  if not now or not n or not budget or budget < 0 or not gload or gload < 0 or not eload or eload < 0
+    or #ARGV ~= A0 + NV * n then
+    return redis.error_reply('ERR apply_events: bad arguments')
+  end
+  for i = 0, n - 1 do
+    local b = A0 + NV * i
+    local kind, blocks = tonumber(ARGV[b + 1]), ARGV[b + 10]
+    local rk, tr, bz = tonumber(ARGV[b + 2]), tonumber(ARGV[b + 6]), tonumber(ARGV[b + 7])
+    if not (kind == 1 or kind == 2 or kind == 3) or not rk or not tr or not bz or rk % 1 ~= 0 or bz % 1 ~= 0
+      or not (tr == 0 or tr == 1 or tr == 2) then
+      return redis.error_reply('ERR apply_events: bad event ' .. i)
+    end
+    if (kind == 1 and #blocks % 16 ~= 0) or (kind == 2 and #blocks % 8 ~= 0) or (#ARGV[b + 8] ~= 0 and #ARGV[b + 8] ~= 8) then
+      return redis.error_reply('ERR apply_events: bad blocks in event ' .. i)
+    end
+    if ARGV[b + 12] ~= '0' and ARGV[b + 12] ~= '1' then return redis.error_reply('ERR apply_events: bad continuation in event ' .. i) end
+  end
+  return nil
+end
+
+-- reset_state empties what the last call left (MEMO.empty: a table one call filled past MEMO.keep is
+-- replaced, not kept).
+local function reset_state()
+  for j = 1, 10 do res[j] = 0 end
+  work, applied_blocks, dh, dn, dor, wdirty = 0, 0, 0, 0, 0, false
+  GC, GK, E, ED, EB = MEMO.empty(GC), MEMO.empty(GK), MEMO.empty(E), MEMO.empty(ED), MEMO.empty(EB)
+  F, Fdirty = MEMO.empty(F), MEMO.empty(Fdirty)
+end
+
 -- ok_reply: the 'ok' reply (header), res's counts in order.
 local function ok_reply(next_i, budget_stop, last_applied)
-  return {'ok', next_i, res[1], res[2], res[3], res[4], res[5], res[6], res[7], res[8], res[9], res[10], budget_stop,
-    last_applied}
+  REPLY[1], REPLY[2] = 'ok', next_i
+  for j = 1, 10 do REPLY[2 + j] = res[j] end
+  REPLY[13], REPLY[14] = budget_stop, last_applied
+  return REPLY
 end
-local wp = redis.call('HGET', K_WK, wid)
-if not wp then
-  -- Every piece is dropped; continuations are not events of their own.
-  for i = 0, n - 1 do
-    if ARGV[A0 + NV * i + 12] == '0' then res[UW] = res[UW] + 1 end
-  end
-  return ok_reply(n, 0, 0)
-end
-local w = cmsgpack.unpack(wp)
-local seen = tonumber(redis.call('HGET', K_SEEN, wid) or '0')
-if now > seen then seen_set(wid, now) end
 
--- work: Redis commands issued so far and buffered for the flush (the work budget's unit, see the header).
-local work = 0
 -- event_work: an event's worst case in those commands: a stored block reads or creates its entry, writes
 -- it back and its engine-map bucket (3); a removed block also reads its engine map and its parent (5); a
 -- Cleared event clears every rank (2 each).
@@ -103,19 +155,12 @@ end
 -- hold), else the worst case (3 per stored block: it would stop a call of new chains after one piece,
 -- not two, under the default budget of 90); a wrong guess overshoots the budget by at most one piece's
 -- worst case.
-local applied_blocks = 0
 local function estimate(kind, blob_len, dp)
   if kind == 3 or applied_blocks == 0 then return event_work(kind, blob_len, dp) end
   return math.ceil(event_blocks(kind, blob_len) * work / applied_blocks)
 end
 
--- Engine maps per bucket key, by field (the engine hash's first 7 bytes; lib.lua's gbucket picks the bucket).
--- Reads are cached in GC[gk][field] = seq | false. Writes go to Redis at once, one HSET / HDEL per block
--- (and into GC when that bucket was read): buffering them to group them per bucket saved ~12 % of their
--- commands (a 64-block event touches ~57 of a slot's 256 buckets) but cost more Lua than that.
--- GK[slot] = {[0] = the slot's key prefix, [b + 1] = bucket b's key}: a key is the prefix and one number (a
--- two-part concatenation), as gkey builds it.
-local GC, GK = {}, {}
+-- gk_of, gkb, gget, gset: the engine maps (GC, GK above).
 local function gk_of(slot)
   local t = GK[slot]
   if not t then t = {[0] = K_G .. istr(slot) .. ':'}; GK[slot] = t end
@@ -148,16 +193,7 @@ local function gset(slot, engine, seq)
   if m then m[f] = seq end
 end
 
--- Event index entries as raw strings (no per-record Lua tables), in lib.lua's entry codec ENT: E[seq] =
--- header (parent seq ‖ is_child, ENT.HDR bytes) ‖ {slot, children·ENT.TIERS + tiers}* ('' = absent);
--- ED[seq] = written. A record is found by a record-aligned string.find of its slot bytes.
-local HDR, FIRST, REC, TIERS, SLOT_LEN, WORD_FMT = ENT.HDR, ENT.FIRST, ENT.REC, ENT.TIERS, ENT.SLOT_LEN, ENT.WORD_FMT
--- EB[seq] = the entry's bucket key, kept by eraw for the flush (one key string per entry and call). The
--- field is efield(seq) written out as sub(seq, 1, 7) on this path: the call costs ~2 % of a shared
--- chain's instructions per block (callgrind, ingest-floor.sh REPLICAS=4: 48.6 k vs 49.7 k).
-local E, ED, EB = {}, {}, {}
-local sub, byte, spack, sunpack = string.sub, string.byte, struct.pack, struct.unpack
-local band, bor, bnot = bit.band, bit.bor, bit.bnot
+-- eraw, eput, rpos, rget, rset, rcut, eflush_raw: the event index's entries (E, ED, EB above).
 local function eraw(seq)
   local s = E[seq]
   if not s then
@@ -195,13 +231,9 @@ local function eflush_raw()
     local k = EB[seq] or ebucket(seq)
     if #s <= HDR then ENC = ENC - redis.call('HDEL', k, sub(seq, 1, 7)) else ENC = ENC + redis.call('HSET', k, sub(seq, 1, 7), s) end
   end
-  ED = {}
   en_flush()
 end
 
-local NO_HDR = string.rep('\0', HDR)   -- no parent, not a child
--- Per-event counter deltas (one slot per event): held, non-device, orphans.
-local dh, dn, dor = 0, 0, 0
 
 -- parent_child: one more (d = 1) or one fewer (d = -1) held child of slot key4 on the parent entry.
 local function parent_child(parent, key4, d)
@@ -262,7 +294,8 @@ end
 local function store_event(slot, blocks, parent, ischild, tier)
   local key4, bt, sb = spack(ENT.SLOT_FMT, slot), bit.lshift(1, tier), 0
   local nb = #blocks / 16
-  local seqs, dup = {}, {}
+  local seqs, dup = SEQS, MEMO.empty(DUP)
+  DUP = dup
   local fast = true
   -- Every block's engine-map entry first (gset inlined: this loop runs once per stored block); nothing
   -- below reads the engine map, so the order against the entries' writes does not matter.
@@ -361,8 +394,7 @@ local function runstore(key4, seq, engine, slot, tier)
   return true
 end
 
--- Fence state per rank, cached: F[rid] = {epoch, lastid|false, degraded(bool)}.
-local F, Fdirty = {}, {}
+-- fget: rank rid's fence (F above), read once per call.
 local function fget(rid)
   local f = F[rid]
   if not f then
@@ -375,7 +407,6 @@ local function fget(rid)
   return f
 end
 
-local wdirty = false
 local function clear_rank(r)
   local old = w[W.SLOTS][r]
   redis.call('RPUSH', K_DEAD, old)
@@ -404,28 +435,35 @@ local function grow_map(pre, g, ck, cnt, entries, load)
     k = k + 1
   end
 end
-if eload > 0 then
-  local v = redis.call('HMGET', K_SC, 'egn', 'en')
-  EGN = v[1]
-  grow_map(K_E, eparams(), K_SC, 'egn', tonumber(v[2] or '') or 0, eload)
-end
-if gload > 0 then
-  local ranks = {}
-  for i = 0, n - 1 do
-    local rank = tonumber(ARGV[A0 + NV * i + 2])
-    if rank >= 0 and rank < w[W.DP] and not ranks[rank] then
-      ranks[rank] = true
-      local slot = w[W.SLOTS][rank + 1]
-      local g = gparams(slot)
-      if g.grow then   -- its entries: the slot's held blocks (sc 'h<slot>', as the last call left them)
-        grow_map(K_G .. istr(slot) .. ':', g, K_FENCE, 'gn' .. slot, tonumber(redis.call('HGET', K_SC, 'h' .. slot) or '') or 0, gload)
+
+-- split_maps: the maps that outgrew their buckets, before any event (see grow_map).
+local function split_maps(ARGV)
+  if eload > 0 then
+    local v = redis.call('HMGET', K_SC, 'egn', 'en')
+    EGN = v[1]
+    grow_map(K_E, eparams(), K_SC, 'egn', tonumber(v[2] or '') or 0, eload)
+  end
+  if gload > 0 then
+    local ranks = MEMO.empty(RANKS)
+    RANKS = ranks
+    for i = 0, n - 1 do
+      local rank = tonumber(ARGV[A0 + NV * i + 2])
+      if rank >= 0 and rank < w[W.DP] and not ranks[rank] then
+        ranks[rank] = true
+        local slot = w[W.SLOTS][rank + 1]
+        local g = gparams(slot)
+        if g.grow then   -- its entries: the slot's held blocks (sc 'h<slot>', as the last call left them)
+          grow_map(K_G .. istr(slot) .. ':', g, K_FENCE, 'gn' .. slot, tonumber(redis.call('HGET', K_SC, 'h' .. slot) or '') or 0, gload)
+        end
       end
     end
   end
 end
 
-local next_i, budget_stop, prev_applied = n, 0, true
-for i = 0, n - 1 do
+-- apply_event: event i (0-based) of the call, memory's fence then its effect (memory: applyEvent);
+-- prev_applied: whether the previous piece's event was applied. Returns EV_APPLIED, EV_DROPPED, or
+-- EV_BUDGET / EV_PARENT when the call stops before it.
+local function apply_event(ARGV, i, prev_applied)
   local b = A0 + NV * i
   local kind, rank = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2])
   local id, idm1, epoch = ARGV[b + 3], ARGV[b + 4], ARGV[b + 5]
@@ -435,8 +473,7 @@ for i = 0, n - 1 do
   if cont and not prev_applied then
     done = false   -- continues an event that was dropped: dropped too, and not counted again
   elseif i > 0 and budget > 0 and work + estimate(kind, #blocks, w[W.DP]) > budget then
-    next_i, budget_stop = i, 1
-    break
+    return EV_BUDGET
   elseif rank < 0 or rank >= w[W.DP] then
     res[UW] = res[UW] + 1
   else
@@ -447,7 +484,7 @@ for i = 0, n - 1 do
     -- Verify the caller's parent prediction before committing anything of this event.
     if kind == 1 and pengine ~= '' and not restart and not stale and (bsz == 0 or bsz == cfg.bs) then
       local actual = gget(w[W.SLOTS][rank + 1], pengine)
-      if actual and actual ~= pexpect then next_i = i; break end
+      if actual and actual ~= pexpect then return EV_PARENT end
     end
     -- fence (memory: fence)
     local apply = true
@@ -527,27 +564,63 @@ for i = 0, n - 1 do
     end
   end
   if done and not cont then res[A] = res[A] + 1 end
-  if done then applied_blocks = applied_blocks + event_blocks(kind, #blocks) end
-  prev_applied = done
+  if done then applied_blocks = applied_blocks + event_blocks(kind, #blocks); return EV_APPLIED end
+  return EV_DROPPED
 end
 
--- Flush buffered writes (engine-map writes already went out; those of slots cleared in this batch are
--- dead and reclaimed like the rest).
-eflush_raw()
-cnt_flush()
-for rid in pairs(Fdirty) do
-  local f = F[rid]
-  local g, r = f[3] and '1' or '0', istr(rid)
-  if f[2] then redis.call('HSET', K_FENCE, 'e' .. r, f[1], 'g' .. r, g, 'i' .. r, f[2])
-  else
-    redis.call('HSET', K_FENCE, 'e' .. r, f[1], 'g' .. r, g)
-    redis.call('HDEL', K_FENCE, 'i' .. r)
+-- finish: the buffered writes (engine-map writes already went out; those of slots cleared in this batch
+-- are dead and reclaimed like the rest), the fences, the worker record, bounded reclamation, a rescoring
+-- step.
+local function finish()
+  eflush_raw()
+  cnt_flush()
+  for rid in pairs(Fdirty) do
+    local f = F[rid]
+    local g, r = f[3] and '1' or '0', istr(rid)
+    if f[2] then redis.call('HSET', K_FENCE, 'e' .. r, f[1], 'g' .. r, g, 'i' .. r, f[2])
+    else
+      redis.call('HSET', K_FENCE, 'e' .. r, f[1], 'g' .. r, g)
+      redis.call('HDEL', K_FENCE, 'i' .. r)
+    end
   end
+  if wdirty then
+    redis.call('HSET', K_WK, wid, cmsgpack.pack(w))
+    roster_replace(wid, w)
+  end
+  reclaim(now, RECLAIM_ENTRIES, SOFT_SWEEP)
+  LZ.tick()
 end
-if wdirty then
-  redis.call('HSET', K_WK, wid, cmsgpack.pack(w))
-  roster_replace(wid, w)
+
+-- The main sequence (memory: ApplyEvents).
+return function(KEYS, ARGV)
+  if not sub then bind_lib() end
+  bind(KEYS)
+  local bad = read_request(ARGV)
+  if bad then return bad end
+  local refused
+  cfg, refused = cfg_get()
+  if not cfg then return refused end
+  LZ.use(cfg)   -- the load order's knobs are these (LZ.tick and clear_rank's lz writes read no cfg again)
+  reset_state()
+  local wp = redis.call('HGET', K_WK, wid)
+  if not wp then
+    -- Every piece is dropped; continuations are not events of their own.
+    for i = 0, n - 1 do
+      if ARGV[A0 + NV * i + 12] == '0' then res[UW] = res[UW] + 1 end
+    end
+    return ok_reply(n, 0, 0)
+  end
+  w = cmsgpack.unpack(wp)
+  local seen = tonumber(redis.call('HGET', K_SEEN, wid) or '0')
+  if now > seen then seen_set(wid, now) end
+  split_maps(ARGV)
+  local next_i, budget_stop, prev_applied = n, 0, true
+  for i = 0, n - 1 do
+    local st = apply_event(ARGV, i, prev_applied)
+    if st == EV_BUDGET then next_i, budget_stop = i, 1; break end
+    if st == EV_PARENT then next_i = i; break end
+    prev_applied = st == EV_APPLIED
+  end
+  finish()
+  return ok_reply(next_i, budget_stop, prev_applied and 1 or 0)
 end
-reclaim(now, RECLAIM_ENTRIES, SOFT_SWEEP)
-LZ.tick()
-return ok_reply(next_i, budget_stop, prev_applied and 1 or 0)

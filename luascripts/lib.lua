@@ -334,6 +334,19 @@ local CFG_FMT = nil
 -- MEMO.ch: (chunk key, era) -> parsed roster chunk (rch), cap_ch entries (a deleted chunk's entry is dropped).
 -- MEMO.lx: lease-expiry key name -> a lower bound of its earliest expiry (release_expired; not a parse: see there).
 local MEMO = {cap = 64, cfg = {}, n_cfg = 0, ros = {}, n_ros = 0, lv = {}, n_lv = 0, ch = {}, n_ch = 0, cap_ch = 4096, lx = {}, n_lx = 0}
+-- MEMO.empty empties t for the next call and returns it, or a new empty table (metatable mt) when the
+-- last call had filled it with more than MEMO.keep entries: Lua never shrinks a table on deletions, and
+-- `pairs` over the empty slots of a table one large call grew (an explain of thousands of holders, a long
+-- prompt's positions, a batch of removals) would cost every later call. For the operations written as
+-- modules (route, apply_events), which keep their per-call tables instead of making and growing new ones.
+-- (A field of MEMO, not a local of its own: route's module function is at Lua 5.1's 60 upvalues.)
+MEMO.keep = 64
+function MEMO.empty(t, mt)
+  local n = 0
+  for k in pairs(t) do t[k], n = nil, n + 1 end
+  if n > MEMO.keep then return setmetatable({}, mt) end
+  return t
+end
 
 -- cfg_parse returns the knobs packed in cfg field 'bin' (b) as a table by short name, memoized (MEMO.cfg).
 local function cfg_parse(b)

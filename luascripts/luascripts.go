@@ -108,7 +108,7 @@ func (s Script) keysPrologue() string {
 
 // Scripts are the operations, lib excluded.
 var (
-	ApplyEvents    = Script{Name: "apply_events"}
+	ApplyEvents    = Script{Name: "apply_events", Module: true}
 	ResolveParents = Script{Name: "resolve_parents", ReadOnly: true, Idempotent: true}
 	Route          = Script{Name: "route", Module: true}
 	Lease          = Script{Name: "lease", Keys: []string{"cfg", "ro", "lv", "sc", "ls", "lx", "ss", "sy", "lz", "lp", "tc", "lzn"}}

@@ -130,17 +130,6 @@ end}
 -- the collector would then sweep and free). SEQT is made at the first call (the library's load-time
 -- sandbox has no setmetatable).
 local SEQT, ERT, SHT = nil, {}, {}
--- memo_empty empties t for the next call and returns it, or a new empty table (metatable mt) when the
--- last call had filled it with more than MEMO_KEEP entries: Lua never shrinks a table on deletions, and
--- `pairs` over the empty slots of a table one large call grew (an explain of thousands of holders, a long
--- prompt's positions) would cost every later call.
-local MEMO_KEEP = 64
-local function memo_empty(t, mt)
-  local n = 0
-  for k in pairs(t) do t[k], n = nil, n + 1 end
-  if n > MEMO_KEEP then return setmetatable({}, mt) end
-  return t
-end
 -- read_request: the request's arguments (ARGV[1..8]; apply_overrides and new_route_filter read the rest)
 -- and empty memos of this call's query hashes and index entries.
 local function read_request(ARGV)
@@ -148,7 +137,7 @@ local function read_request(ARGV)
   isl, session, pinned, rnd = tonumber(ARGV[5]), ARGV[6], ARGV[7], tonumber(ARGV[8])
   D = #seqs / SEQ_LEN
   if not SEQT then SEQT = setmetatable({}, SEQ_MT) end
-  SEQT, ERT, SHT = memo_empty(SEQT, SEQ_MT), memo_empty(ERT), memo_empty(SHT)
+  SEQT, ERT, SHT = MEMO.empty(SEQT, SEQ_MT), MEMO.empty(ERT), MEMO.empty(SHT)
   SEQ, ER, SH = SEQT, ERT, SHT
   local at = 10   -- the allowed count (after the packed overrides); the paging arguments follow the excluded ids
   local t = at + 2 + tonumber(ARGV[at]) + tonumber(ARGV[at + 1 + tonumber(ARGV[at])])
@@ -164,7 +153,7 @@ local function reset_state()
     if OVP_N < OVP_MAX then OVP_N = OVP_N + 1; OVP[OVP_N] = o end
     OVT[s], n = nil, n + 1
   end
-  if n > MEMO_KEEP then OVT = {} end   -- (as memo_empty: a large call's table is not kept)
+  if n > MEMO.keep then OVT = {} end   -- (as MEMO.empty: a large call's table is not kept)
   OV = OVT
   osc, hw, dw, pls, decay_d, rw, temp, bpf, bdf, bs = nil, nil, nil, nil, nil, nil, nil, nil, nil, nil
   required, TC, FAST, nexta, na, allowed, excluded = nil, nil, nil, nil, nil, nil, nil

@@ -13,8 +13,11 @@
 # Lua VM's memos and the server's tables warm), then again with it on (1 client, one repeat). The counted
 # run's apply_events calls are the dumps that ran HSETNX (a Stored event's first command; bench ingest
 # sends only Stored events); registrations and the bench's own commands are left out. Prints calls, blocks
-# per call, instructions per stored block (the calls' sum / --blocks) and the calls' p50/p90/p99/p99.9/max;
-# keeps the dumps and calls.txt in the printed directory.
+# per call, instructions per stored block (the dumps' sum / --blocks) and the p50/p90/p99/p99.9/max of the
+# FCALL's own instructions (scripts/callgrind_fcall.py: fcallCommand inclusive, Redis's forced GC step
+# included — what SLOWLOG times) and of the whole dump (with the server's work between calls: serverCron's
+# incremental rehash of a growing keyspace, request parsing); keeps the dumps and calls.txt (dump, total,
+# fcall) in the printed directory.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 port=${1:?usage: scripts/ingest-percall.sh PORT KVROUTER [bench ingest flags…]}
@@ -44,10 +47,22 @@ bench "$@" >"$dir/bench.json" 2>/dev/null
 callgrind_control -i off "$pid" >/dev/null 2>&1
 redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
 for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+files=()
 for f in "$dir"/cg."$pid".*; do
-  if grep -q 'hsetnxCommand' "$f"; then grep -m1 '^totals:' "$f" | awk '{print $2}'; fi
-done | sort -n >"$dir/calls.txt"
-awk -v B="$blocks" '{a[NR] = $1; s += $1} END {
-  printf "ingest-percall: %d apply_events calls, %.1f blocks per call, %.0f instructions per stored block; per call p50 %d p90 %d p99 %d p99.9 %d max %d\n",
-    NR, B / NR, s / B, a[int(NR * .5) + 1], a[int(NR * .9) + 1], a[int(NR * .99) + 1], a[int(NR * .999) + 1], a[NR] }' "$dir/calls.txt"
+  if grep -q 'hsetnxCommand' "$f"; then files+=("$f"); fi
+done
+python3 scripts/callgrind_fcall.py "${files[@]}" >"$dir/calls.txt"
+python3 - "$dir/calls.txt" "$blocks" <<'PY'
+import sys
+rows = [l.split() for l in open(sys.argv[1])]
+blocks = int(sys.argv[2])
+def pct(v):
+    v = sorted(v)
+    return ' '.join(f"{k} {v[min(len(v) - 1, int(len(v) * q))]}" for k, q in (("p50", .5), ("p90", .9), ("p99", .99), ("p99.9", .999))) + f" max {v[-1]}"
+tot, fc = [int(r[1]) for r in rows], [int(r[2]) for r in rows]
+print(f"ingest-percall: {len(rows)} apply_events calls, {blocks / len(rows):.1f} blocks per call, "
+      f"{sum(tot) / blocks:.0f} instructions per stored block")
+print(f"ingest-percall: the FCALL itself (what SLOWLOG times): {pct(fc)}")
+print(f"ingest-percall: the whole dump (+ the server's work between calls): {pct(tot)}")
+PY
 echo "ingest-percall: dumps in $dir"
