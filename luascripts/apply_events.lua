@@ -234,7 +234,6 @@ local function eflush_raw()
   en_flush()
 end
 
-
 -- parent_child: one more (d = 1) or one fewer (d = -1) held child of slot key4 on the parent entry.
 local function parent_child(parent, key4, d)
   local ps = eraw(parent)
