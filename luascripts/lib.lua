@@ -876,31 +876,78 @@ local function rcol(off, fmt, size)
   R.cols[ck] = out
   return out
 end
--- rslots returns every candidate's slot (the slot column; memoized with the directory, and per chunk).
-local function rslots()
-  local R = ros()
-  if not R.slots then
-    rch_all()
-    local out = {}
-    for c = 1, R.k do
-      local C = R.ch[c]
-      if C.n > 0 and not C.slots then C.slots = bulk_unpack(C.s, 5, C.n, 'I4', 1, 0) end
-      local b, v = R.st[c], C.slots
-      for j = 1, C.n do out[b + j] = v[j] end
+-- rslots returns every candidate's slot (SL[i], i = 1..n) and rlive slot -> roster index (1-based) of every
+-- candidate: tables memoized with the directory and filled on demand, one chunk's candidates at a time
+-- (a lazy __index). Built whole, as they were, they cost O(candidates) in the first route after every
+-- roster change — a registration, a removal, an engine restart clearing a rank — ~1-2 M instructions at
+-- 4,096 candidates when one chunk had changed (docs/PERFORMANCE.md "The first route call on a cold Lua
+-- VM"). What makes them cheap to rebuild is where each slot's chunk is, kept per pool across roster
+-- changes: SLOTC[K_ROSTER].m, slot -> chunk key (cid, era). A chunk is immutable under its key (roster
+-- writes make chunks under fresh ids), and a chunk registers its slots there once per map generation
+-- (C.sg), after rch_all, only while it is a chunk of the current roster; so for the current roster the
+-- latest registration of a slot names the one chunk that holds it, and a slot mapped to a key the roster
+-- does not have (R.cpos) is not a candidate. A roster change then costs O(chunks) checks and O(CH) per
+-- chunk new since the last (a cold VM after a restart or failover: every chunk, once). Bounded: a map
+-- grown past 2 * candidates + SLOTC_SLACK entries (the slots of cleared ranks and removed workers stay)
+-- starts a new generation, which the next rosters' chunks register into.
+local rslots, rlive
+do   -- (a block, as gc_paced's)
+  local SLOTC, SLOTC_SLACK = {}, 4096
+  local function chunk_slots(C)
+    if not C.slots then C.slots = C.n > 0 and bulk_unpack(C.s, 5, C.n, 'I4', 1, 0) or {} end
+    return C.slots
+  end
+  -- slotmap registers the chunks of R (complete: rch_all) and returns the pool's map.
+  local function slotmap(R)
+    local P = SLOTC[K_ROSTER]
+    if not P or P.n > 2 * R.n + SLOTC_SLACK then
+      P = {g = (P and P.g or 0) + 1, n = 0, m = {}}
+      SLOTC[K_ROSTER] = P
     end
-    R.slots = out
+    if R.sg ~= P.g then
+      local m, cpos = P.m, {}
+      for c = 1, R.k do
+        local C, key = R.ch[c], ch_key(R, c)
+        cpos[key] = c
+        if C.sg ~= P.g then
+          local v = chunk_slots(C)
+          for j = 1, C.n do m[v[j]] = key end
+          C.sg, P.n = P.g, P.n + C.n
+        end
+      end
+      R.cpos, R.sg = cpos, P.g
+    end
+    return P.m
   end
-  return R.slots
-end
--- rlive returns slot -> roster index (1-based) of every candidate.
-local function rlive()
-  local R = ros()
-  if not R.live then
-    local live, sl = {}, rslots()
-    for i = 1, R.n do live[sl[i]] = i end
-    R.live = live
+  rslots = function()
+    local R = ros()
+    if not R.slots then
+      R.slots = setmetatable({}, {__index = function(t, i)
+        if i < 1 or i > R.n then return nil end
+        local c, j = rloc(i)
+        local v, b = chunk_slots(rch(c)), R.st[c]
+        for q = 1, R.cn[c] do t[b + q] = v[q] end
+        return v[j]
+      end})
+    end
+    return R.slots
   end
-  return R.live
+  rlive = function()
+    local R = ros()
+    if not R.live then
+      rch_all()
+      local m, cpos = slotmap(R), R.cpos
+      R.live = setmetatable({}, {__index = function(t, s)
+        local key = m[s]
+        local c = key and cpos[key]
+        if not c then return nil end
+        local v, b = chunk_slots(R.ch[c]), R.st[c]
+        for q = 1, R.cn[c] do t[v[q]] = b + q end
+        return rawget(t, s)
+      end})
+    end
+    return R.live
+  end
 end
 -- rfind_rid returns the index within chunk C of the record whose rank id is rid, or nil (an aligned
 -- string.find of the packed rank id in the records area).
