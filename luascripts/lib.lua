@@ -216,7 +216,12 @@ end
 local NB_E, NB_G, NB_S = 16384, 256, 1024
 local GMAX = 8388608           -- engine-map buckets per slot at most (2^23: gbucket hashes 24 bits)
 local GSPLITS = 8              -- engine-map splits per rank and apply_events call at most
-local RECLAIM_ENTRIES = 128    -- dead slots' engine-map entries reclaimed per call (~0.3-0.5 ms at most)
+-- RECLAIM_ENTRIES: dead slots' engine-map entries reclaimed per apply_events or remove_worker call (route:
+-- 16 too, written out). Each entry costs ~50-110 k Redis instructions (its event-index entry read, decoded,
+-- rewritten, its parent's too, and at 4,096 ranks a bucket walk of its own per entry: buckets hold ~1):
+-- 128 made remove_worker at 4,096 workers ~17 M instructions, ~4-5 ms (callgrind, thirteenth session).
+-- RECLAIM_PAGE: the HSCAN COUNT of that walk, fixed so that a page re-read from the same cursor is the same.
+local RECLAIM_ENTRIES, RECLAIM_PAGE = 16, 64
 local SOFT_SWEEP = 256         -- expired soft entries swept per call
 local SESS_SWEEP = 32          -- expired idle session bindings reclaimed per route call
 local SESS_CAP = 262144        -- live session bindings per pool (statestore.MaxSessionsPerPool)
@@ -1627,27 +1632,35 @@ end
 -- blocks (~256 entries for a 65,536-block engine), and each entry costs an event-index read and rewrite
 -- (~2-4 µs), so a whole bucket per call could take a millisecond on its own (SPEC §8). The head dead
 -- slot's current bucket is walked with HSCAN from a cursor kept in sc ('rc' bucket, 'rs' where); at
--- cursor 0 the bucket is deleted and the next one starts. HSCAN may return an entry twice (a rehash
--- between calls) or more than COUNT entries (a listpack-encoded bucket, at most hash-max-listpack-entries,
--- comes back whole): removing a slot from an entry is idempotent (rfind finds nothing the second time),
--- and the budget is charged what was returned.
+-- cursor 0 the bucket is deleted and the next one starts. A page holds more than the budget when the
+-- bucket is listpack-encoded (HSCAN returns such a bucket whole, up to hash-max-listpack-entries: ~250
+-- entries per bucket of a 65,536-block engine, which took a whole call, several ms): only `budget` of its
+-- entries are done, and 'rp' ('<slot>:<bucket>:<cursor>:<done>') says how many of the page at that
+-- cursor are, so the next call reads the same page (a fixed COUNT, RECLAIM_PAGE; a dead slot's buckets
+-- are not written) and goes on after them. A build without 'rp' (same layout) resumes at the cursor and
+-- does those entries again, which is harmless: HSCAN may return an entry twice anyway (a rehash between
+-- calls), and removing a slot from an entry is idempotent (rfind finds nothing the second time).
 local function reclaim(now, budget, softn)
   local left = budget
   while left > 0 do
     local slot = redis.call('LINDEX', K_DEAD, 0)
     if not slot then break end
-    local at = redis.call('HMGET', K_SC, 'rc', 'rs')
-    local cur, cursor = tonumber(at[1] or '0'), '0'
+    local at = redis.call('HMGET', K_SC, 'rc', 'rs', 'rp')
+    local cur, cursor, skip = tonumber(at[1] or '0'), '0', 0
     local nbd = tonumber(redis.call('HGET', K_FENCE, 'gn' .. slot) or '') or NB_G   -- its engine-map buckets (gparams)
     -- rs is "<slot>:<bucket>:<cursor>": a cursor is only resumed in the bucket it came from (a build that
     -- reclaimed whole buckets, during a rolling upgrade, moves rc without knowing rs).
     local rs_at = slot .. ':' .. cur .. ':'
     if at[2] and string.sub(at[2], 1, #rs_at) == rs_at then cursor = string.sub(at[2], #rs_at + 1) end
+    local rp_at = rs_at .. cursor .. ':'
+    if at[3] and string.sub(at[3], 1, #rp_at) == rp_at then skip = tonumber(string.sub(at[3], #rp_at + 1)) or 0 end
     local key = K_G .. slot .. ':' .. cur
-    local page = redis.call('HSCAN', key, cursor, 'COUNT', left)
+    local page = redis.call('HSCAN', key, cursor, 'COUNT', RECLAIM_PAGE)
     local kv = page[2]
     local islot = tonumber(slot)
-    for i = 2, #kv, 2 do
+    local total = #kv / 2
+    local upto = math.min(total, skip + left)
+    for i = 2 * skip + 2, 2 * upto, 2 do
       local e = eget(kv[i])
       local r = rfind(e, islot)
       if r then
@@ -1659,15 +1672,17 @@ local function reclaim(now, budget, softn)
         end
       end
     end
-    left = left - math.max(1, #kv / 2)
-    if page[1] ~= '0' then
+    left = left - math.max(1, upto - skip)
+    if upto < total then
+      redis.call('HSET', K_SC, 'rp', rp_at .. upto)   -- the rest of this page next time
+    elseif page[1] ~= '0' then
       redis.call('HSET', K_SC, 'rs', rs_at .. page[1])
     else
       redis.call('DEL', key)
       cur = cur + 1
       if cur >= nbd then
         redis.call('LPOP', K_DEAD)
-        redis.call('HDEL', K_SC, 'rc', 'rs', 'h' .. slot)
+        redis.call('HDEL', K_SC, 'rc', 'rs', 'rp', 'h' .. slot)
         redis.call('HDEL', K_FENCE, 'gn' .. slot)
         redis.call('HDEL', K_ORPH, slot)
         redis.call('HDEL', K_ND, slot)

@@ -15,12 +15,20 @@ import (
 
 // TestRedisReclaimEntryBudget: a cleared rank's index entries are reclaimed by later calls a bounded
 // number of entries at a time (RECLAIM_ENTRIES engine-map entries per apply_events, walked with HSCAN
-// from a cursor kept between calls), not a bucket at a time, and in the end completely: no engine-map
-// bucket of the dead slot, no reclaim cursor and no dead slot are left, and the index answers as the
-// memory store's does. Buckets are hashtable-encoded here (hash-max-listpack-entries 8), so HSCAN
-// really pages through them.
+// from a cursor kept between calls, a page cut where the budget ends), not a bucket at a time, and in
+// the end completely: no engine-map bucket of the dead slot, no reclaim cursor and no dead slot are
+// left, and the index answers as the memory store's does. Both bucket encodings: hashtable (HSCAN pages through them) and listpack (HSCAN
+// returns a bucket whole; the budget cuts the page).
 func TestRedisReclaimEntryBudget(t *testing.T) {
-	srv := testredis.Start(t, "--hash-max-listpack-entries", "8")
+	// hashtable-encoded buckets (HSCAN pages through them), then listpack-encoded ones (~23 entries each here:
+	// HSCAN returns a bucket whole, so the budget cuts the page and 'rp' resumes it).
+	for _, lp := range []string{"8", "512"} {
+		t.Run("hash-max-listpack-entries="+lp, func(t *testing.T) { reclaimEntryBudget(t, lp) })
+	}
+}
+
+func reclaimEntryBudget(t *testing.T, listpack string) {
+	srv := testredis.Start(t, "--hash-max-listpack-entries", listpack)
 	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
 	if err != nil {
 		t.Fatal(err)
@@ -83,10 +91,12 @@ func TestRedisReclaimEntryBudget(t *testing.T) {
 	for ; llen() > 0 && calls < 1000; calls++ {
 		apply(rs, "w1", Event{Kind: EventStored, Blocks: []StoredBlock{{EngineHash: 1<<50 + uint64(calls), LocalHash: 1<<50 + uint64(calls)}}})
 	}
-	// 6,000 entries at ≤ 128 (+ one listpack's worth, ≤ 8, of HSCAN slack) per call: at least 44 calls;
-	// and every call makes progress (a bucket costs at least one unit): at most 6,000/128 + 256 buckets.
-	if min := n / (128 + 8); calls < min || calls > n/128+256 {
-		t.Fatalf("reclaiming %d entries took %d calls; want between %d and %d (a bounded number of entries per call)", n, calls, min, n/128+256)
+	// 6,000 entries at ≤ budget per call (a page longer than what is left of the budget is cut, 'rp'), the
+	// clearing call's own share included: at least 6,000/16 − 1 counted calls; and every call makes
+	// progress (a bucket costs at least one unit): at most 6,000/16 + 256 buckets.
+	const budget = 16 // lib.lua RECLAIM_ENTRIES
+	if min, max := n/budget-1, n/budget+256; calls < min || calls > max {
+		t.Fatalf("reclaiming %d entries took %d calls; want between %d and %d (a bounded number of entries per call)", n, calls, min, max)
 	}
 	var left []string
 	var cursor uint64
@@ -109,7 +119,7 @@ func TestRedisReclaimEntryBudget(t *testing.T) {
 			t.Errorf("engine-map bucket %q of the dead slot left after reclamation", k)
 		}
 	}
-	if v, err := c.Do(ctx, c.B().Hmget().Key(keys[6]).Field("rc", "rs").Build()).ToArray(); err != nil || !v[0].IsNil() || !v[1].IsNil() {
+	if v, err := c.Do(ctx, c.B().Hmget().Key(keys[6]).Field("rc", "rs", "rp").Build()).ToArray(); err != nil || !v[0].IsNil() || !v[1].IsNil() || !v[2].IsNil() {
 		t.Errorf("reclaim cursor left in sc: %v %v", v, err)
 	}
 	t.Logf("%d entries reclaimed in %d calls", n, calls)
