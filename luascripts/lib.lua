@@ -884,9 +884,8 @@ end
 -- rslots returns every candidate's slot (SL[i], i = 1..n) and rlive slot -> roster index (1-based) of every
 -- candidate: tables memoized with the directory and filled on demand, one chunk's candidates at a time
 -- (a lazy __index). Built whole, as they were, they cost O(candidates) in the first route after every
--- roster change — a registration, a removal, an engine restart clearing a rank — ~1-2 M instructions at
--- 4,096 candidates when one chunk had changed (docs/PERFORMANCE.md "The first route call on a cold Lua
--- VM"). What makes them cheap to rebuild is where each slot's chunk is, kept per pool across roster
+-- roster change — a registration, a removal, an engine restart clearing a rank — ~3 M instructions at
+-- 4,096 candidates when one chunk had changed (docs/PERFORMANCE.md "Roster changes at 4,096 workers"). What makes them cheap to rebuild is where each slot's chunk is, kept per pool across roster
 -- changes: SLOTC[K_ROSTER].m, slot -> chunk key (cid, era). A chunk is immutable under its key (roster
 -- writes make chunks under fresh ids), and a chunk registers its slots there once per map generation
 -- (C.sg), after rch_all, only while it is a chunk of the current roster; so for the current roster the
@@ -1630,7 +1629,7 @@ end
 -- reclaim: bounded deferred deletion of dead slots' entries, then expired soft entries.
 -- Budget in engine-map entries, not buckets: a bucket g:<slot>:<n> holds about a 256th of the slot's
 -- blocks (~256 entries for a 65,536-block engine), and each entry costs an event-index read and rewrite
--- (~2-4 µs), so a whole bucket per call could take a millisecond on its own (SPEC §8). The head dead
+-- (~50-110 k instructions, see RECLAIM_ENTRIES), so a whole bucket per call took milliseconds (SPEC §8). The head dead
 -- slot's current bucket is walked with HSCAN from a cursor kept in sc ('rc' bucket, 'rs' where); at
 -- cursor 0 the bucket is deleted and the next one starts. A page holds more than the budget when the
 -- bucket is listpack-encoded (HSCAN returns such a bucket whole, up to hash-max-listpack-entries: ~250
