@@ -586,7 +586,7 @@ local function finish()
     redis.call('HSET', K_WK, wid, cmsgpack.pack(w))
     roster_replace(wid, w)
   end
-  reclaim(now, RECLAIM_ENTRIES, SOFT_SWEEP)
+  reclaim(now, SOFT_SWEEP)
   LZ.tick()
 end
 

@@ -216,11 +216,12 @@ end
 local NB_E, NB_G, NB_S = 16384, 256, 1024
 local GMAX = 8388608           -- engine-map buckets per slot at most (2^23: gbucket hashes 24 bits)
 local GSPLITS = 8              -- engine-map splits per rank and apply_events call at most
--- RECLAIM_ENTRIES: dead slots' engine-map entries reclaimed per apply_events or remove_worker call (route:
--- 16 too, written out). Each entry costs ~50-110 k Redis instructions (its event-index entry read, decoded,
--- rewritten, its parent's too, and at 4,096 ranks a bucket walk of its own per entry: buckets hold ~1):
--- 128 made remove_worker at 4,096 workers ~17 M instructions, ~4-5 ms (callgrind, thirteenth session).
--- RECLAIM_PAGE: the HSCAN COUNT of that walk, fixed so that a page re-read from the same cursor is the same.
+-- RECLAIM_ENTRIES: dead slots' engine-map entries reclaimed per call (reclaim's budget, the same for
+-- apply_events, remove_worker and route). Each entry costs ~50-110 k Redis instructions (its event-index
+-- entry read, decoded, rewritten, its parent's too, and at 4,096 ranks a bucket walk of its own per
+-- entry: buckets hold ~1): 128 made remove_worker at 4,096 workers ~17 M instructions, ~4-5 ms
+-- (callgrind, thirteenth session). RECLAIM_PAGE: the HSCAN COUNT of that walk, fixed so that a page
+-- re-read from the same cursor is the same page.
 local RECLAIM_ENTRIES, RECLAIM_PAGE = 16, 64
 local SOFT_SWEEP = 256         -- expired soft entries swept per call
 local SESS_SWEEP = 32          -- expired idle session bindings reclaimed per route call
@@ -885,8 +886,9 @@ end
 -- candidate: tables memoized with the directory and filled on demand, one chunk's candidates at a time
 -- (a lazy __index). Built whole, as they were, they cost O(candidates) in the first route after every
 -- roster change — a registration, a removal, an engine restart clearing a rank — ~3 M instructions at
--- 4,096 candidates when one chunk had changed (docs/PERFORMANCE.md "Roster changes at 4,096 workers"). What makes them cheap to rebuild is where each slot's chunk is, kept per pool across roster
--- changes: SLOTC[K_ROSTER].m, slot -> chunk key (cid, era). A chunk is immutable under its key (roster
+-- 4,096 candidates when one chunk had changed (docs/PERFORMANCE.md "Roster changes at 4,096 workers").
+-- What makes them cheap to rebuild is where each slot's chunk is, kept per pool across roster changes:
+-- SLOTC[K_ROSTER].m, slot -> chunk key (cid, era). A chunk is immutable under its key (roster
 -- writes make chunks under fresh ids), and a chunk registers its slots there once per map generation
 -- (C.sg), after rch_all, only while it is a chunk of the current roster; so for the current roster the
 -- latest registration of a slot names the one chunk that holds it, and a slot mapped to a key the roster
@@ -1626,21 +1628,21 @@ local function cnt_flush()
   CNT = nil
 end
 
--- reclaim: bounded deferred deletion of dead slots' entries, then expired soft entries.
--- Budget in engine-map entries, not buckets: a bucket g:<slot>:<n> holds about a 256th of the slot's
--- blocks (~256 entries for a 65,536-block engine), and each entry costs an event-index read and rewrite
--- (~50-110 k instructions, see RECLAIM_ENTRIES), so a whole bucket per call took milliseconds (SPEC §8). The head dead
--- slot's current bucket is walked with HSCAN from a cursor kept in sc ('rc' bucket, 'rs' where); at
+-- reclaim: bounded deferred deletion of dead slots' entries (RECLAIM_ENTRIES of them), then up to softn
+-- expired soft entries. Budget in engine-map entries, not buckets: a bucket g:<slot>:<n> holds about a
+-- 256th of the slot's blocks (~256 entries for a 65,536-block engine), and each entry costs an
+-- event-index read and rewrite (~50-110 k instructions, see RECLAIM_ENTRIES), so a whole bucket per call
+-- took milliseconds (SPEC §8). The head dead slot's current bucket is walked with HSCAN from a cursor kept in sc ('rc' bucket, 'rs' where); at
 -- cursor 0 the bucket is deleted and the next one starts. A page holds more than the budget when the
 -- bucket is listpack-encoded (HSCAN returns such a bucket whole, up to hash-max-listpack-entries: ~250
--- entries per bucket of a 65,536-block engine, which took a whole call, several ms): only `budget` of its
--- entries are done, and 'rp' ('<slot>:<bucket>:<cursor>:<done>') says how many of the page at that
+-- entries per bucket of a 65,536-block engine, which took a whole call, several ms): only the budget's
+-- worth of its entries are done, and 'rp' ('<slot>:<bucket>:<cursor>:<done>') says how many of the page at that
 -- cursor are, so the next call reads the same page (a fixed COUNT, RECLAIM_PAGE; a dead slot's buckets
 -- are not written) and goes on after them. A build without 'rp' (same layout) resumes at the cursor and
 -- does those entries again, which is harmless: HSCAN may return an entry twice anyway (a rehash between
 -- calls), and removing a slot from an entry is idempotent (rfind finds nothing the second time).
-local function reclaim(now, budget, softn)
-  local left = budget
+local function reclaim(now, softn)
+  local left = RECLAIM_ENTRIES
   -- The walk's position (the head dead slot dslot, its bucket count nbd, bucket cur, HSCAN cursor, entries
   -- of the page done) is read once and written back once per call (sc 'rc', 'rs', 'rp'), not per bucket:
   -- at 4,096 ranks a bucket holds ~1 entry, and reading and writing it per bucket was 4 of the ~6 commands

@@ -28,6 +28,6 @@ redis.call('HDEL', K_HC, wid)   -- health belongs to the registration: a worker 
 redis.call('HDEL', K_HU, wid)
 redis.call('ZREM', K_WZ, wid)
 roster_replace(wid, nil)
-reclaim(now, RECLAIM_ENTRIES, SOFT_SWEEP)   -- as apply_events: 64 whole buckets here took 3-8 ms at 1 M entries
+reclaim(now, SOFT_SWEEP)   -- as apply_events: 64 whole buckets here took 3-8 ms at 1 M entries
 LZ.tick()
 return {'ok'}

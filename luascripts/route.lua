@@ -184,7 +184,7 @@ local function prepare()
     nsx = 0
   else
     nsx = redis.call('ZCARD', K_SX)
-    reclaim(now, 16, nsx > 0 and 32 or 0)
+    reclaim(now, nsx > 0 and 32 or 0)
     sweep_sessions(now, cfg.sttl)
   end
   if mode == 'route' and redis.call('HEXISTS', K_LS, reqid) == 1 then return {'conflict'} end
