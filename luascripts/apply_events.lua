@@ -409,7 +409,7 @@ end
 local function clear_rank(r)
   local old = w[W.SLOTS][r]
   redis.call('RPUSH', K_DEAD, old)
-  w[W.SLOTS][r] = new_slot()
+  w[W.SLOTS][r] = new_slot(wid)
   if not wdirty then work = work + 4 end   -- the worker record and roster rewrite at the end
   wdirty = true
   work = work + 2

@@ -20,7 +20,8 @@
 --   5 lv      prefix of the loads chunks lv:<cid>, STRING each: 24 bytes per candidate of roster chunk
 --                    <cid>, same order: prefill tokens, decode blocks, requests (f64 each; a rank id is
 --                    alive iff it is in the roster)
---   6 fence   HASH   "e"..rid epoch, "i"..rid last event id (20 zero-padded digits), "g"..rid degraded
+--   6 fence   HASH   "e"..rid epoch, "i"..rid last event id (20 zero-padded digits), "g"..rid degraded,
+--                    "gn"..slot engine-map buckets, "w"..slot the slot's worker id (rlive's locate)
 --   7 sc      HASH   counters: "slot", "rid", "sgen", "rc" and "rs" (reclaim: bucket and HSCAN cursor), "h"..slot held blocks, "rv" the
 --                    roster's stamp (see ros), "rvn" its counter, "rcid" roster chunk ids, "lvs" the loads'
 --                    stamp, a counter (lv_touch; "lvn" is a stale field of builds before 2026-12-02)
@@ -237,7 +238,7 @@ local function sbucket(seq) local a, b = string.byte(seq, 7, 8); return K_S .. i
 -- on one rank (host-tier offload: millions), beyond which Redis turns a bucket into a hashtable for good:
 -- 2× the memory per entry (docs/PERFORMANCE.md "Engine maps that grow"). A map created by layout 4 records
 -- its bucket count (event index: sc field 'egn', written by put_pool when it creates the pool; engine map:
--- fence field 'gn<slot>', by new_slot — fence holds the ingest-side state route never reads, so these
+-- fence field 'gn<slot>', by new_slot — fence holds ingest-side state route reads only on a cold slot map, so these
 -- per-slot fields do not lengthen the sc hash route reads several times a decision: +2 % instructions per
 -- decision at 64 slots when they were in sc); a map without one (written by layout 3) keeps its fixed
 -- count for life. Its
@@ -863,6 +864,32 @@ local function bulk_unpack(s, from, n, rec, per, skip, out)
   end
   return out
 end
+-- wid_lt: a < b in byte order (memcmp, then length: wz's and the memory store's order). Lua's own string
+-- `<` uses strcoll, i.e. the server's locale, so it is not used for worker ids.
+local function wid_lt(a, b)
+  if a == b then return false end
+  local n = #a
+  if #b < n then n = #b end
+  for i = 1, n do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x < y end
+  end
+  return #a < #b
+end
+-- wid_chunks returns the chunks c0..c1 of directory R that may hold worker wid's ranks (or the point where
+-- they would go): c0 the last chunk whose first worker id sorts before wid (else the first), c1 the last of
+-- the chunks after it that start with wid (a worker's run may span chunks). A binary search of the first
+-- worker ids, O(log chunks) comparisons; no chunk is read.
+local function wid_chunks(R, wid)
+  local c0, lo, hi = 1, 1, R.k
+  while lo <= hi do
+    local mid = math.floor((lo + hi) / 2)
+    if wid_lt(R.fw[mid], wid) then c0, lo = mid, mid + 1 else hi = mid - 1 end
+  end
+  local c1 = c0
+  while c1 < R.k and R.fw[c1 + 1] == wid do c1 = c1 + 1 end
+  return c0, c1
+end
 -- rcol returns field values of every candidate (fmt/size: field format and width at byte offset off);
 -- memoized with the directory like rslots (read-only for callers).
 local function rcol(off, fmt, size)
@@ -903,27 +930,65 @@ do   -- (a block, as gc_paced's)
     if not C.slots then C.slots = C.n > 0 and bulk_unpack(C.s, 5, C.n, 'I4', 1, 0) or {} end
     return C.slots
   end
-  -- slotmap registers the chunks of R (complete: rch_all) and returns the pool's map.
-  local function slotmap(R)
+  -- pmap returns the pool's map (a new generation when it grew past its bound) and makes R.cpos, R's chunk
+  -- positions by chunk key (O(chunks) key strings; no chunk is read).
+  -- A chunk's key in the map is its id's 4 packed bytes as the directory holds them (no number formatting:
+  -- ch_key's decimal id was a third of a cold call's Lua); a map holds one era of the pool (a pool deleted
+  -- and recreated numbers its chunks and slots again), so a new era starts a new generation.
+  local function pmap(R)
     local P = SLOTC[K_ROSTER]
-    if not P or P.n > 2 * R.n + SLOTC_SLACK then
-      P = {g = (P and P.g or 0) + 1, n = 0, m = {}}
+    if not P or P.era ~= R.era or P.n > 2 * R.n + SLOTC_SLACK then
+      P = {g = (P and P.g or 0) + 1, n = 0, m = {}, era = R.era}
       SLOTC[K_ROSTER] = P
     end
-    if R.sg ~= P.g then
-      local m, cpos = P.m, {}
-      for c = 1, R.k do
-        local C, key = R.ch[c], ch_key(R, c)
-        cpos[key] = c
-        if C.sg ~= P.g then
-          local v = chunk_slots(C)
-          for j = 1, C.n do m[v[j]] = key end
-          C.sg, P.n = P.g, P.n + C.n
-        end
-      end
-      R.cpos, R.sg = cpos, P.g
+    if not R.cpos then
+      local cpos, ds, off = {}, R.ds, R.off
+      for c = 1, R.k do cpos[string.sub(ds, off[c], off[c] + 3)] = c end
+      R.cpos = cpos
     end
-    return P.m
+    return P
+  end
+  -- register maps chunk c's slots to its key in P, once per generation (C.sg).
+  local function register(P, R, c)
+    local C = rch(c)
+    if C.sg ~= P.g then
+      local v, key, m = chunk_slots(C), string.sub(R.ds, R.off[c], R.off[c] + 3), P.m
+      for j = 1, C.n do m[v[j]] = key end
+      C.sg, P.n = P.g, P.n + C.n
+    end
+  end
+  -- slotmap registers every chunk of R (one MGET of those not memoized: rch_all); R.sg then says that a
+  -- slot the map does not place in R is not a candidate.
+  local function slotmap(R)
+    local P = pmap(R)
+    if R.sg ~= P.g then
+      rch_all()
+      for c = 1, R.k do register(P, R, c) end
+      R.sg = P.g
+    end
+    return P
+  end
+  -- locate returns slot s's chunk in R, or nil when s is not a candidate. A slot the map does not place
+  -- (a cold VM after a restart or failover, a new library, a chunk written since) is looked up by its
+  -- worker: fence field 'w'<slot> (new_slot writes it; a slot belongs to one worker for its whole life)
+  -- names the worker, wid_chunks the one or two chunks its ranks can be in, and only those are read and
+  -- registered. Reading every chunk to place one slot cost the first route on a cold VM 14 M instructions
+  -- at 4,096 workers (~4 ms; docs/PERFORMANCE.md "Fourteenth session"). Without a hint (a slot made by an
+  -- older build of this layout) every chunk is registered, as before.
+  local function locate(R, s)
+    local P = pmap(R)
+    local key = P.m[s]
+    local c = key and R.cpos[key]
+    if c or R.sg == P.g then return c end
+    local wid = K_FENCE and R.k > 0 and redis.call('HGET', K_FENCE, 'w' .. istr(s))
+    if wid then
+      local c0, c1 = wid_chunks(R, wid)
+      for q = c0, c1 do register(P, R, q) end
+    else
+      slotmap(R)
+    end
+    key = P.m[s]
+    return key and R.cpos[key]
   end
   rslots = function()
     local R = ros()
@@ -938,16 +1003,17 @@ do   -- (a block, as gc_paced's)
     end
     return R.slots
   end
+  -- rlive: slot -> roster index, filled one chunk at a time (locate); slots found not to be candidates are
+  -- remembered in R.out (the table's values must stay numbers or nil: callers test `~= nil`).
   rlive = function()
     local R = ros()
     if not R.live then
-      rch_all()
-      local m, cpos = slotmap(R), R.cpos
+      local out = {}
       R.live = setmetatable({}, {__index = function(t, s)
-        local key = m[s]
-        local c = key and cpos[key]
-        if not c then return nil end
-        local v, b = chunk_slots(R.ch[c]), R.st[c]
+        if out[s] then return nil end
+        local c = locate(R, s)
+        if not c then out[s] = true; return nil end
+        local v, b = chunk_slots(rch(c)), R.st[c]
         for q = 1, R.cn[c] do t[v[q]] = b + q end
         return rawget(t, s)
       end})
@@ -1234,18 +1300,6 @@ local function ld_add(i, a, b, c, ck)
 end
 
 -- Roster writes. A candidate while rewriting: {slot, rid, rank, mnbt, tkv, kve, wid, url, loads (24 bytes)}.
--- wid_lt: a < b in byte order (memcmp, then length: wz's and the memory store's order). Lua's own string
--- `<` uses strcoll, i.e. the server's locale, so it is not used for worker ids.
-local function wid_lt(a, b)
-  if a == b then return false end
-  local n = #a
-  if #b < n then n = #b end
-  for i = 1, n do
-    local x, y = string.byte(a, i), string.byte(b, i)
-    if x ~= y then return x < y end
-  end
-  return #a < #b
-end
 -- chunk_encode packs cands[a..b] as a chunk string (ranks of one worker share their strings).
 local function chunk_encode(cands, a, b)
   local sl, recs, strs = {}, {}, {}
@@ -1436,14 +1490,7 @@ end
 local function roster_replace(wid, w)
   local R = ros()
   lv_replaced()
-  local c0 = 1   -- the last chunk whose first worker id sorts before wid (else the first chunk)
-  local lo, hi = 1, R.k
-  while lo <= hi do
-    local mid = math.floor((lo + hi) / 2)
-    if wid_lt(R.fw[mid], wid) then c0, lo = mid, mid + 1 else hi = mid - 1 end
-  end
-  local c1 = c0   -- the worker's run may continue into chunks that start with it
-  while c1 < R.k and R.fw[c1 + 1] == wid do c1 = c1 + 1 end
+  local c0, c1 = wid_chunks(R, wid)
   if R.k > 0 and c1 == c0 and w and w[W.DP] > 0 then
     local p, known = chunk_find(rch(c0), wid)
     if not known then
@@ -1691,7 +1738,7 @@ local function reclaim(now, softn)
       if cur >= nbd then
         redis.call('LPOP', K_DEAD)
         redis.call('HDEL', K_SC, 'rc', 'rs', 'rp', 'h' .. dslot)
-        redis.call('HDEL', K_FENCE, 'gn' .. dslot)
+        redis.call('HDEL', K_FENCE, 'gn' .. dslot, 'w' .. dslot)
         redis.call('HDEL', K_ORPH, dslot)
         redis.call('HDEL', K_ND, dslot)
         dslot = nil
@@ -1742,11 +1789,12 @@ local function seen_set(wid, t)
   redis.call('ZADD', K_SZ, t, wid)
 end
 
--- new_slot allocates a fresh index slot id.
--- new_slot: a fresh slot id; its engine map starts at NB_G buckets and may grow (gparams).
-local function new_slot()
+-- new_slot: a fresh slot id for a rank of worker wid; its engine map starts at NB_G buckets and may grow
+-- (gparams); fence field 'w<slot>' names its worker for rlive's locate (deleted with 'gn<slot>' when
+-- reclaim is done with the slot).
+local function new_slot(wid)
   local slot = redis.call('HINCRBY', K_SC, 'slot', 1)
-  redis.call('HSET', K_FENCE, 'gn' .. slot, istr(NB_G))
+  redis.call('HSET', K_FENCE, 'gn' .. slot, istr(NB_G), 'w' .. slot, wid)
   return slot
 end
 

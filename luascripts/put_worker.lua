@@ -30,7 +30,7 @@ while w[W.DP] < dp do
   local rid = redis.call('HINCRBY', K_SC, 'rid', 1)
   w[W.DP] = w[W.DP] + 1
   w[W.RIDS][w[W.DP]] = rid
-  w[W.SLOTS][w[W.DP]] = new_slot()
+  w[W.SLOTS][w[W.DP]] = new_slot(wid)
 end
 while w[W.DP] > dp do
   local rid, slot = w[W.RIDS][w[W.DP]], w[W.SLOTS][w[W.DP]]
