@@ -34,7 +34,7 @@
 -- are buffered and flushed at the end; engine-map writes go out at once, one HSET / HDEL per block.
 -- Complexity: O(blocks in the batch) hash operations — one HSETNX per new block (an HGET and an HSET per
 -- block other workers hold) plus one engine-map HSET per block — at most the work budget's commands (+ one
--- event's worst case when the first event alone exceeds it) + bounded reclamation (RECLAIM_ENTRIES,
+-- event's worst case when the first event alone exceeds it) + bounded reclamation (RECLAIM_CALLS,
 -- SOFT_SWEEP) + for the event index and per rank the events name, one split of its map, up to GSPLITS
 -- within half the work budget (each an HGETALL of ≤ ~2 loads of entries, one HSET and one HDEL) + while a rescoring of the load order is under way, one step of it (LZ.tick: RESCORE_TICK
 -- members).

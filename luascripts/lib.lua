@@ -217,13 +217,13 @@ end
 local NB_E, NB_G, NB_S = 16384, 256, 1024
 local GMAX = 8388608           -- engine-map buckets per slot at most (2^23: gbucket hashes 24 bits)
 local GSPLITS = 8              -- engine-map splits per rank and apply_events call at most
--- RECLAIM_ENTRIES: dead slots' engine-map entries reclaimed per call (reclaim's budget, the same for
--- apply_events, remove_worker and route). Each entry costs ~50-110 k Redis instructions (its event-index
--- entry read, decoded, rewritten, its parent's too, and at 4,096 ranks a bucket walk of its own per
--- entry: buckets hold ~1): 128 made remove_worker at 4,096 workers ~17 M instructions, ~4-5 ms
--- (callgrind, thirteenth session). RECLAIM_PAGE: the HSCAN COUNT of that walk, fixed so that a page
--- re-read from the same cursor is the same page.
-local RECLAIM_ENTRIES, RECLAIM_PAGE = 16, 64
+-- RECLAIM_CALLS: Redis calls of dead-slot reclamation per call (reclaim's budget, the same for apply_events
+-- and route; remove_worker reclaims nothing): ~0.2-0.5 M instructions, ~5 entries a call at 4,096 ranks.
+-- A budget in entries (16 until the fourteenth session, 128 before the thirteenth) let a call's cost follow
+-- the buckets' shape: at 4,096 ranks each entry came with a bucket walk of its own (buckets hold ~1), and
+-- 16 entries made a route 2.6-3.5 M instructions, 128 made remove_worker ~17 M (callgrind). RECLAIM_PAGE:
+-- the HSCAN COUNT of that walk, fixed so that a page re-read from the same cursor is the same page.
+local RECLAIM_CALLS, RECLAIM_PAGE = 16, 64
 local SOFT_SWEEP = 256         -- expired soft entries swept per call
 local SESS_SWEEP = 32          -- expired idle session bindings reclaimed per route call
 local SESS_CAP = 262144        -- live session bindings per pool (statestore.MaxSessionsPerPool)
@@ -1675,21 +1675,46 @@ local function cnt_flush()
   CNT = nil
 end
 
--- reclaim: bounded deferred deletion of dead slots' entries (RECLAIM_ENTRIES of them), then up to softn
--- expired soft entries. Budget in engine-map entries, not buckets: a bucket g:<slot>:<n> holds about a
--- 256th of the slot's blocks (~256 entries for a 65,536-block engine), and each entry costs an
--- event-index read and rewrite (~50-110 k instructions, see RECLAIM_ENTRIES), so a whole bucket per call
--- took milliseconds (SPEC §8). The head dead slot's current bucket is walked with HSCAN from a cursor kept in sc ('rc' bucket, 'rs' where); at
--- cursor 0 the bucket is deleted and the next one starts. A page holds more than the budget when the
--- bucket is listpack-encoded (HSCAN returns such a bucket whole, up to hash-max-listpack-entries: ~250
--- entries per bucket of a 65,536-block engine, which took a whole call, several ms): only the budget's
--- worth of its entries are done, and 'rp' ('<slot>:<bucket>:<cursor>:<done>') says how many of the page at that
--- cursor are, so the next call reads the same page (a fixed COUNT, RECLAIM_PAGE; a dead slot's buckets
--- are not written) and goes on after them. A build without 'rp' (same layout) resumes at the cursor and
--- does those entries again, which is harmless: HSCAN may return an entry twice anyway (a rehash between
--- calls), and removing a slot from an entry is idempotent (rfind finds nothing the second time).
-local function reclaim(now, softn)
-  local left = RECLAIM_ENTRIES
+-- reclaim: bounded deferred deletion of dead slots' entries, then up to softn expired soft entries. The
+-- budget is RECLAIM_CALLS Redis calls of the walk (the calls are its cost: each is an HSCAN of a bucket, a
+-- DEL of one, or an event-index entry read or written, ~10-30 k instructions): a bucket g:<slot>:<n> holds
+-- about a 256th of the slot's blocks, ~1 entry at 4,096 ranks and ~256 for a 65,536-block engine, so
+-- neither buckets nor entries bound a call's time (16 entries cost 40-90 calls, up to 2 M instructions at
+-- 4,096 workers; docs/PERFORMANCE.md "Fourteenth session"). The head dead slot's current bucket is walked
+-- with HSCAN from a cursor kept in sc ('rc' bucket, 'rs' where); at cursor 0 the bucket is deleted (unless
+-- its first page was empty: no such key) and the next one starts. A page holds more than the budget when
+-- the bucket is listpack-encoded (HSCAN returns such a bucket whole, up to hash-max-listpack-entries): only
+-- the budget's worth of its entries are done, and 'rp' ('<slot>:<bucket>:<cursor>:<done>') says how many
+-- of the page at that cursor are, so the next call reads the same page (a fixed COUNT, RECLAIM_PAGE; a dead
+-- slot's buckets are not written) and goes on after them. A build without 'rp' (same layout) resumes at the
+-- cursor and does those entries again, which is harmless: HSCAN may return an entry twice anyway (a rehash
+-- between calls), and removing a slot from an entry is idempotent (rfind finds nothing the second time).
+local reclaim
+do   -- (a block: reclaim_entry is no local of the library's main chunk)
+  -- reclaim_entry removes dead slot islot from event-index entry seq, and its tier-0 link record from the
+  -- entry's parent (flag byte 9 of the header), and returns the Redis calls that cost: a read of each entry
+  -- not yet read this call, a write (at eflush) of each entry it dirties first.
+  local function reclaim_entry(seq, islot)
+    local cost = (EC and EC[seq]) and 0 or 1
+    local e = eget(seq)
+    if rfind(e, islot) then
+      if not e.dirty then cost = cost + 1 end
+      rdel(e, islot)
+      if e.hdr and string.byte(e.hdr, 9) == 1 then
+        local ps = string.sub(e.hdr, 1, 8)
+        if not EC[ps] then cost = cost + 1 end
+        local pe = eget(ps)
+        local pr = rfind(pe, islot)
+        if pr and pr[2] == 0 then
+          if not pe.dirty then cost = cost + 1 end
+          rdel(pe, islot)
+        end
+      end
+    end
+    return cost
+  end
+  reclaim = function(now, softn)
+  local left = RECLAIM_CALLS
   -- The walk's position (the head dead slot dslot, its bucket count nbd, bucket cur, HSCAN cursor, entries
   -- of the page done) is read once and written back once per call (sc 'rc', 'rs', 'rp'), not per bucket:
   -- at 4,096 ranks a bucket holds ~1 entry, and reading and writing it per bucket was 4 of the ~6 commands
@@ -1711,29 +1736,24 @@ local function reclaim(now, softn)
     end
     local key = K_G .. dslot .. ':' .. cur
     local page = redis.call('HSCAN', key, cursor, 'COUNT', RECLAIM_PAGE)
+    left = left - 1
     local kv = page[2]
     local islot = tonumber(dslot)
     local total = #kv / 2
-    local upto = math.min(total, skip + left)
-    for i = 2 * skip + 2, 2 * upto, 2 do
-      local e = eget(kv[i])
-      local r = rfind(e, islot)
-      if r then
-        rdel(e, islot)
-        if e.hdr and string.byte(e.hdr, 9) == 1 then
-          local pe = eget(string.sub(e.hdr, 1, 8))
-          local pr = rfind(pe, islot)
-          if pr and pr[2] == 0 then rdel(pe, islot) end
-        end
-      end
+    local upto = skip
+    while upto < total and left > 0 do
+      upto = upto + 1
+      left = left - reclaim_entry(kv[2 * upto], islot)
     end
-    left = left - math.max(1, upto - skip)
     if upto < total then
       skip = upto   -- the rest of this page next time
     elseif page[1] ~= '0' then
       cursor, skip = page[1], 0
     else
-      redis.call('DEL', key)
+      if total > 0 or cursor ~= '0' then   -- (a first page that is empty and last: the bucket does not exist)
+        redis.call('DEL', key)
+        left = left - 1
+      end
       cur, cursor, skip = cur + 1, '0', 0
       if cur >= nbd then
         redis.call('LPOP', K_DEAD)
@@ -1766,6 +1786,7 @@ local function reclaim(now, softn)
       end
       redis.call('ZREM', K_SX, m)
     end
+  end
   end
 end
 

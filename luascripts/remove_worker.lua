@@ -2,14 +2,13 @@
 -- index entries are reclaimed incrementally by later calls.
 --
 -- KEYS: the pool's key list (see lib.lua; the body starts with bind(KEYS)).
--- ARGV: [1] now, ms  [2] worker id.
+-- ARGV: [1] now, ms (unused since the fourteenth session; kept: callers of every build send it)  [2] worker id.
 -- Reply: {'ok'} | {'unknown_pool'} | {'layout_mismatch', found layout} | {'unknown_worker'}.
--- Complexity: O(CH + dp) + O(W/CH) directory bytes (roster_replace) + bounded reclamation (RECLAIM_ENTRIES
--- engine-map entries, SOFT_SWEEP soft entries: the same bound as apply_events; the dead slots are reclaimed
--- by later calls, as route and apply_events do) + while a rescoring of the load order is under way, one
--- step of it (LZ.tick: RESCORE_TICK members).
+-- Complexity: O(CH + dp) + O(W/CH) directory bytes (roster_replace) + while a rescoring of the load order
+-- is under way, one step of it (LZ.tick: RESCORE_TICK members). The dead slots are reclaimed by later calls
+-- (route, apply_events: RECLAIM_CALLS Redis calls each).
 bind(KEYS)
-local now, wid = tonumber(ARGV[1]), ARGV[2]
+local wid = ARGV[2]   -- (ARGV[1], now, no longer read: the call reclaims nothing)
 local refused = pool_check()
 if refused then return refused end
 local wp = redis.call('HGET', K_WK, wid)
@@ -28,6 +27,8 @@ redis.call('HDEL', K_HC, wid)   -- health belongs to the registration: a worker 
 redis.call('HDEL', K_HU, wid)
 redis.call('ZREM', K_WZ, wid)
 roster_replace(wid, nil)
-reclaim(now, SOFT_SWEEP)   -- as apply_events: 64 whole buckets here took 3-8 ms at 1 M entries
+-- No reclamation here: the roster rewrite is this call's work (~2 M instructions at 4,096 workers), and the
+-- next routes and ingest calls reclaim the dead slots within their own budgets (its share here made a
+-- removal at 4,096 workers 3-4 M instructions, over 1 ms; docs/PERFORMANCE.md "Fourteenth session").
 LZ.tick()
 return {'ok'}
