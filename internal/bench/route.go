@@ -297,25 +297,9 @@ func routeCombination(ctx context.Context, t RouteTarget, workers, prompt int, o
 			v.Store.Close()
 		}
 	}()
-	sharing := min(o.Sharing, workers)
-	b := NewSyntheticIndex(workers, o.Blocks, max(prompt, 64), sharing)
-	b.Pool = fmt.Sprintf("bench-w%d-c%d-k%d-e%d", workers, max(prompt, 64), sharing, o.Blocks)
-	b.PredictedTTLMs = o.PredictedTTLMs
-	if len(b.Chains) == 0 {
-		return fmt.Errorf("%d entries make no chain of %d blocks on %d workers", o.Blocks, max(prompt, 64), sharing)
-	}
-	idx := RouteIndex{Store: t.Name, Pool: b.Pool, Workers: workers, PromptBlocks: prompt, Sharing: sharing}
-	if _, gerr := st.GetPool(ctx, b.Pool); gerr == nil && t.Keep {
-		idx.Reused = true
-	} else {
-		if err := b.Setup(ctx, st); err != nil {
-			return err
-		}
-		start := time.Now()
-		if _, err := b.Load(ctx, st, 8); err != nil {
-			return err
-		}
-		idx.LoadSeconds = time.Since(start).Seconds()
+	b, idx, err := routeIndex(ctx, st, t.Name, workers, prompt, o.Sharing, o.Blocks, o.PredictedTTLMs, t.Keep)
+	if err != nil {
+		return err
 	}
 	prompts, prepUs := b.Prompts(prompt, o.PromptPool)
 	idx.ClientPrepUs = prepUs
@@ -363,6 +347,34 @@ func routeCombination(ctx context.Context, t RouteTarget, workers, prompt int, o
 		}
 	}
 	return nil
+}
+
+// routeIndex is the route benchmark's index on st (`bench route`, `bench churn`): chains of max(prompt, 64)
+// blocks, each on min(sharing, workers) workers, blocks (block, worker) entries in all, in pool
+// bench-w<W>-c<C>-k<K>-e<E>. A pool of that name already in st is reused as it is when keep (an index kept
+// under a prefix); otherwise the pool is (re)created, its workers registered and the index loaded.
+func routeIndex(ctx context.Context, st statestore.Store, store string, workers, prompt, sharing, blocks int, predictedTTLMs int64, keep bool) (*SyntheticIndex, RouteIndex, error) {
+	sharing = min(sharing, workers)
+	b := NewSyntheticIndex(workers, blocks, max(prompt, 64), sharing)
+	b.Pool = fmt.Sprintf("bench-w%d-c%d-k%d-e%d", workers, max(prompt, 64), sharing, blocks)
+	b.PredictedTTLMs = predictedTTLMs
+	idx := RouteIndex{Store: store, Pool: b.Pool, Workers: workers, PromptBlocks: prompt, Sharing: sharing}
+	if len(b.Chains) == 0 {
+		return b, idx, fmt.Errorf("%d entries make no chain of %d blocks on %d workers", blocks, max(prompt, 64), sharing)
+	}
+	if _, gerr := st.GetPool(ctx, b.Pool); gerr == nil && keep {
+		idx.Reused = true
+		return b, idx, nil
+	}
+	if err := b.Setup(ctx, st); err != nil {
+		return b, idx, err
+	}
+	start := time.Now()
+	if _, err := b.Load(ctx, st, 8); err != nil {
+		return b, idx, err
+	}
+	idx.LoadSeconds = time.Since(start).Seconds()
+	return b, idx, nil
 }
 
 // Prompts hashes n prompts of promptBlocks blocks (a random chain's first blocks, half of them
