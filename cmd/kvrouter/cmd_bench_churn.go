@@ -17,7 +17,7 @@ func runBenchChurn(ctx context.Context, args []string) error {
 		"                   [--cycles C] [--between D] [--warm W] [--ops FILE] [--slowlog-us US] [--prefix P]\n\n"+
 		"Builds (or, under --prefix, reuses) the route benchmark's index, makes --warm decisions, then --cycles times:\n"+
 		"removes a worker, makes --between decisions (route + done), registers it again, makes --between decisions.\n"+
-		"Reports client time per kind of call and the measured calls' SLOWLOG; --ops writes the calls in order, one\n"+
+		"Reports client time per kind of call and the SLOWLOG of every call after the index load (warm-up included); --ops writes the calls in order, one\n"+
 		"label per line, for per-call profilers (scripts/roster-percall.sh). JSON on stdout, a table on stderr.")
 	storeURL := storeFlag(fs)
 	workers := fs.Int("workers", 4096, "workers in the index")
@@ -26,8 +26,8 @@ func runBenchChurn(ctx context.Context, args []string) error {
 	sharing := fs.Int("sharing", bench.DefaultSharing, "workers holding each indexed chain")
 	cycles := fs.Int("cycles", 8, "removal + registration cycles")
 	between := fs.Int("between", 3, "decisions after each removal and each registration")
-	warm := fs.Int("warm", 50, "decisions before the first change (not measured)")
-	opsPath := fs.String("ops", "", "write the measured calls' labels here, in order, one per line")
+	warm := fs.Int("warm", 50, "decisions before the first change (timed as route-first, route-warm-up)")
+	opsPath := fs.String("ops", "", "write every call's label here, in order, one per line")
 	slowlogUs := fs.Int64("slowlog-us", 0, "set slowlog-log-slower-than to this many µs for the run and restore it after; 0 = leave it")
 	prefix := fs.String("prefix", "", "Redis key prefix holding the index (built when missing, never deleted); empty = a fresh namespace, deleted after")
 	if err := parseFlags(fs, args); err != nil {

@@ -26,12 +26,13 @@ type ChurnOptions struct {
 	// Cycles of change (default 8): a worker removed, Between decisions, the same worker registered
 	// again, Between decisions. A decision is a route and its done. Default Between 3.
 	Cycles, Between int
-	// Warm decisions before the first change (default 50): the Lua VM's memos filled as in steady state.
+	// Warm decisions before the first change (default 50): the Lua VM's memos filled as in steady state
+	// (timed and listed as "route-first", "route-warm-up", …).
 	Warm int
 	// Ops, when set, receives every store call of the run in order, one label per line ("route-first",
 	// "done-first", "route-warm-up", …, then "remove", "route-after-remove-1", "done-after-remove-1", …,
 	// "put", …): per-call profilers (callgrind's dumps before every FCALL, scripts/roster-percall.sh)
-	// match their calls to it. The warm-up's calls are listed but not timed.
+	// match their calls to it.
 	Ops io.Writer
 	// Keep leaves the store's key namespace as it is afterwards (an index kept under a prefix for
 	// repeated runs); otherwise RunChurn deletes the namespace (statestore's DropNamespace) at the end.
@@ -48,8 +49,10 @@ type ChurnOp struct {
 	MaxUs float64 `json:"max_us"`
 }
 
-// ChurnReport is what `kvrouter bench churn` prints. Slowlog covers the measured calls (the warm-up
-// and the index load excluded), as `bench route` counts it (threshold: the server's).
+// ChurnReport is what `kvrouter bench churn` prints. Ops and Slowlog cover every call after the index
+// load, the warm-up's included (on a fresh server its first calls are a cold Lua VM's: "route-first" and
+// the warm-up routes that fill the memos after it); Slowlog is counted as `bench route` counts it
+// (threshold: the server's).
 type ChurnReport struct {
 	Bench    string                     `json:"bench"`
 	Store    string                     `json:"store"`
@@ -99,19 +102,16 @@ func runChurn(ctx context.Context, st statestore.Store, o ChurnOptions) (ChurnRe
 	times := map[string][]time.Duration{}
 	var order []string
 	seq := 0
-	measuring := false
 	timed := func(label string, f func() error) error {
 		t0 := time.Now()
 		err := f()
 		if o.Ops != nil {
 			fmt.Fprintln(o.Ops, label)
 		}
-		if measuring {
-			if _, ok := times[label]; !ok {
-				order = append(order, label)
-			}
-			times[label] = append(times[label], time.Since(t0))
+		if _, ok := times[label]; !ok {
+			order = append(order, label)
 		}
+		times[label] = append(times[label], time.Since(t0))
 		return err
 	}
 	decide := func(after string, k int) error {
@@ -137,16 +137,15 @@ func runChurn(ctx context.Context, st statestore.Store, o ChurnOptions) (ChurnRe
 		}
 		return nil
 	}
+	ph, err := startPhase(ctx, st)
+	if err != nil {
+		return rep, err
+	}
 	for i := 0; i < o.Warm; i++ {
 		if err := decide("", 0); err != nil {
 			return rep, err
 		}
 	}
-	ph, err := startPhase(ctx, st)
-	if err != nil {
-		return rep, err
-	}
-	measuring = true
 	for c := 0; c < o.Cycles; c++ {
 		wid := b.WorkerID((c*97 + 5) % o.Workers)
 		if err := timed("remove", func() error { return st.RemoveWorker(ctx, b.Pool, wid, time.Now().UnixMilli()) }); err != nil {
@@ -189,7 +188,7 @@ func runChurn(ctx context.Context, st statestore.Store, o ChurnOptions) (ChurnRe
 			fmt.Fprintf(o.Log, "%-24s %6d %10.0f %10.0f\n", op.Op, op.Calls, op.P50Us, op.MaxUs)
 		}
 		if rep.Slowlog != nil {
-			fmt.Fprintf(o.Log, "SLOWLOG (threshold %d µs) over the measured calls: %d of this namespace's (max %d µs), %d entries in all\n",
+			fmt.Fprintf(o.Log, "SLOWLOG (threshold %d µs) over every call after the index load: %d of this namespace's (max %d µs), %d entries in all\n",
 				rep.Slowlog.ThresholdUs, rep.Slowlog.Logged, rep.Slowlog.MaxUs, rep.Slowlog.LoggedAll)
 		}
 	}

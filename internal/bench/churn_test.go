@@ -33,7 +33,7 @@ func TestChurn(t *testing.T) {
 			lines[9] != "route-after-remove-1" || lines[10] != "done-after-remove-1" || lines[13] != "put" {
 			t.Errorf("%s: ops %q", url, lines)
 		}
-		want := map[string]int{"remove": 3, "put": 3, "route-after-remove-2": 3, "done-after-put-1": 3, "route-warm-up": 0}
+		want := map[string]int{"remove": 3, "put": 3, "route-after-remove-2": 3, "done-after-put-1": 3, "route-first": 1, "route-warm-up": 3}
 		got := map[string]int{}
 		for _, op := range rep.Ops {
 			got[op.Op] = op.Calls
