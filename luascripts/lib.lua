@@ -915,14 +915,15 @@ end
 -- roster change — a registration, a removal, an engine restart clearing a rank — ~3 M instructions at
 -- 4,096 candidates when one chunk had changed (docs/PERFORMANCE.md "Roster changes at 4,096 workers").
 -- What makes them cheap to rebuild is where each slot's chunk is, kept per pool across roster changes:
--- SLOTC[K_ROSTER].m, slot -> chunk key (cid, era). A chunk is immutable under its key (roster
--- writes make chunks under fresh ids), and a chunk registers its slots there once per map generation
--- (C.sg), after rch_all, only while it is a chunk of the current roster; so for the current roster the
--- latest registration of a slot names the one chunk that holds it, and a slot mapped to a key the roster
--- does not have (R.cpos) is not a candidate. A roster change then costs O(chunks) checks and O(CH) per
--- chunk new since the last (a cold VM after a restart or failover: every chunk, once). Bounded: a map
--- grown past 2 * candidates + SLOTC_SLACK entries (the slots of cleared ranks and removed workers stay)
--- starts a new generation, which the next rosters' chunks register into.
+-- SLOTC[K_ROSTER].m, slot -> chunk id (the map holds one era of the pool). A chunk is immutable under its
+-- id (roster writes make chunks under fresh ids), and a chunk registers its slots there once per map
+-- generation (C.sg) when a route reads it to place a slot (locate) or with every chunk (slotmap), only
+-- while it is a chunk of the current roster; so for the current roster the latest registration of a slot
+-- names the one chunk that holds it, and a slot mapped to an id the roster does not have (R.cpos) is
+-- looked up again. A roster change then costs O(chunks) cheap steps and O(CH) per chunk a route meets that
+-- is new since the last (a cold VM after a restart or failover: the chunks its routes meet, found through
+-- the slots' workers). Bounded: a map grown past 2 * candidates + SLOTC_SLACK entries (the slots of
+-- cleared ranks and removed workers stay) starts a new generation, which the chunks register into again.
 local rslots, rlive
 do   -- (a block, as gc_paced's)
   local SLOTC, SLOTC_SLACK = {}, 4096
@@ -930,11 +931,11 @@ do   -- (a block, as gc_paced's)
     if not C.slots then C.slots = C.n > 0 and bulk_unpack(C.s, 5, C.n, 'I4', 1, 0) or {} end
     return C.slots
   end
-  -- pmap returns the pool's map (a new generation when it grew past its bound) and makes R.cpos, R's chunk
-  -- positions by chunk key (O(chunks) key strings; no chunk is read).
-  -- A chunk's key in the map is its id's 4 packed bytes as the directory holds them (no number formatting:
-  -- ch_key's decimal id was a third of a cold call's Lua); a map holds one era of the pool (a pool deleted
-  -- and recreated numbers its chunks and slots again), so a new era starts a new generation.
+  -- pmap returns the pool's map (a new generation when it grew past its bound or the era changed) and
+  -- makes R.cpos, R's chunk positions by chunk id (O(chunks); no chunk is read).
+  -- A chunk's key in the map is its id, a number (ch_key's decimal string was a third of a cold call's
+  -- Lua, and the id's packed bytes still a string per chunk); a map holds one era of the pool (a pool
+  -- deleted and recreated numbers its chunks and slots again), so a new era starts a new generation.
   local function pmap(R)
     local P = SLOTC[K_ROSTER]
     if not P or P.era ~= R.era or P.n > 2 * R.n + SLOTC_SLACK then
@@ -942,8 +943,8 @@ do   -- (a block, as gc_paced's)
       SLOTC[K_ROSTER] = P
     end
     if not R.cpos then
-      local cpos, ds, off = {}, R.ds, R.off
-      for c = 1, R.k do cpos[string.sub(ds, off[c], off[c] + 3)] = c end
+      local cpos, cid = {}, R.cid
+      for c = 1, R.k do cpos[cid[c]] = c end
       R.cpos = cpos
     end
     return P
@@ -952,7 +953,7 @@ do   -- (a block, as gc_paced's)
   local function register(P, R, c)
     local C = rch(c)
     if C.sg ~= P.g then
-      local v, key, m = chunk_slots(C), string.sub(R.ds, R.off[c], R.off[c] + 3), P.m
+      local v, key, m = chunk_slots(C), R.cid[c], P.m
       for j = 1, C.n do m[v[j]] = key end
       C.sg, P.n = P.g, P.n + C.n
     end
