@@ -1479,6 +1479,53 @@ local function chunk_splice(R, c, p, new)
   return {cid = cid, n = n + #new, fw = (p == 0) and x1[7] or R.fw[c], C = chunk_parse(out)}
 end
 
+-- chunk_cut writes chunk c of R without its candidates p+1..q (one worker's ranks: a removal) as a new
+-- chunk: their slots, records and loads cut out, their strings entry cut from the strings area (a worker's
+-- ranks share one) and the string offsets after it shifted by its length. O(CH) copies of records, none
+-- decoded: decoding and re-encoding the chunk (the general path) were half of a removal's Lua at 4,096
+-- workers, and most of its garbage (the collector's sweep then landed in the same call: up to 2.9 M
+-- instructions). Returns the new chunk's entry and the removed candidates (as chunk_decode makes them), or
+-- nil when the ranks do not share one strings entry (the caller re-encodes).
+local function chunk_cut(R, c, p, q)
+  local C = rch(c)
+  local n, s = C.n, C.s
+  local lv = redis.call('GET', K_LD .. ':' .. R.cid[c]) or ''
+  if #lv ~= 24 * n then lv = string.rep(zl(), n) end
+  local gone, lo, len = {}, nil, nil
+  for j = p + 1, q do
+    local slot, rid, rank, mnbt, tkv, kve, wo, wl, uo, ul = struct.unpack(RREC, s, C.rb + (j - 1) * RW)
+    if not lo then
+      if uo ~= wo + wl then return nil end
+      lo, len = wo, wl + ul
+    elseif wo ~= lo or wl + ul ~= len then
+      return nil
+    end
+    gone[#gone + 1] = {slot, rid, rank, mnbt, tkv, kve, string.sub(s, C.str + wo, C.str + wo + wl - 1),
+      string.sub(s, C.str + uo, C.str + uo + ul - 1), string.sub(lv, 24 * j - 23, 24 * j)}
+  end
+  local recs, fw = {}, R.fw[c]
+  for j = 1, n do
+    if j <= p or j > q then
+      local at = C.rb + (j - 1) * RW
+      local wo, wl, uo, ul = struct.unpack('>I4I4I4I4', s, at + ROFF.WID)
+      if p == 0 and j == q + 1 then fw = string.sub(s, C.str + wo, C.str + wo + wl - 1) end
+      if wo > lo then
+        recs[#recs + 1] = string.sub(s, at, at + ROFF.WID - 1) .. struct.pack('>I4I4I4I4', wo - len, wl, uo - len, ul)
+      else
+        recs[#recs + 1] = string.sub(s, at, at + RW - 1)
+      end
+    end
+  end
+  local m = n - (q - p)
+  local out = struct.pack('>I4', m) .. string.sub(s, 5, 4 + 4 * p) .. string.sub(s, 5 + 4 * q, 4 + 4 * n)
+    .. table.concat(recs) .. string.sub(s, C.str, C.str + lo - 1) .. string.sub(s, C.str + lo + len)
+  local cid = redis.call('HINCRBY', K_SC, 'rcid', 1)
+  redis.call('SET', K_ROSTER .. ':' .. cid, out)
+  redis.call('SET', K_LD .. ':' .. cid, string.sub(lv, 1, 24 * p) .. string.sub(lv, 24 * q + 1))
+  chunk_drop(R, c)
+  return {cid = cid, n = m, fw = fw, C = chunk_parse(out)}, gone
+end
+
 -- roster_replace makes worker wid's ranks in the roster those of w (its record; nil: none, the worker
 -- left), keeping candidate order and carrying loads by rank id (new rank ids start at 0). It finds the
 -- worker's run (or insertion point) by a binary search of the chunks' first worker ids (chunk c0), then
@@ -1501,6 +1548,28 @@ local function roster_replace(wid, w)
       if R.cn[c0] + #new <= CH then LZ.add(LZ.of(new)); return dir_splice(R, c0, c0, {chunk_splice(R, c0, p, new)}) end
       if p == R.cn[c0] then LZ.add(LZ.of(new)); return dir_splice(R, c0 + 1, c0, chunks_new(new, 1, #new, {})) end
       if p == 0 then LZ.add(LZ.of(new)); return dir_splice(R, c0, c0 - 1, chunks_new(new, 1, #new, {})) end
+    end
+  end
+  if not w and R.k > 0 and c1 == c0 then
+    -- a removal within one chunk that keeps candidates: cut them out (chunk_cut), unless the chunk is left
+    -- under CH/2 with a successor it fits with, which the general path below merges
+    local C = rch(c0)
+    local p, known = chunk_find(C, wid)
+    if known then
+      local q = p + 1
+      while q < C.n do
+        local wo, wl = struct.unpack('>I4I4', C.s, C.rb + q * RW + ROFF.WID)
+        if string.sub(C.s, C.str + wo, C.str + wo + wl - 1) ~= wid then break end
+        q = q + 1
+      end
+      local m = C.n - (q - p)
+      if m > 0 and (m >= CH / 2 or c0 == R.k or m + R.cn[c0 + 1] > CH) then
+        local e, gone = chunk_cut(R, c0, p, q)
+        if e then
+          LZ.remove(LZ.of(gone))
+          return dir_splice(R, c0, c0, {e})
+        end
+      end
     end
   end
   local cands = {}
