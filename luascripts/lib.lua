@@ -1429,178 +1429,183 @@ local function dir_splice(R, a, b, list)
   N.ds = hdr .. pre .. table.concat(ents) .. rest
   dir_publish(N)
 end
--- ranks_of returns worker w's candidates (wid: its id), loads carried by rank id from old (rid -> loads).
-local function ranks_of(wid, w, old)
-  local out = {}
-  for r = 1, w and w[W.DP] or 0 do
-    local rid = w[W.RIDS][r]
-    out[r] = {w[W.SLOTS][r], rid, r - 1, w[W.MNBT], w[W.TKV], w[W.KVE], wid, w[W.URL], old[rid] or zl()}
-  end
-  return out
-end
-
--- chunk_find returns how many candidates of chunk C sort before worker id wid (a binary search reading
--- O(log CH) worker ids), and whether the next one is wid's.
-local function chunk_find(C, wid)
-  local lo, hi = 0, C.n   -- answer in [lo, hi]
-  while lo < hi do
-    local mid = math.floor((lo + hi) / 2)   -- candidate mid + 1
-    local wo, wl = struct.unpack('>I4I4', C.s, C.rb + mid * RW + ROFF.WID)
-    if wid_lt(string.sub(C.s, C.str + wo, C.str + wo + wl - 1), wid) then lo = mid + 1 else hi = mid end
-  end
-  if lo >= C.n then return lo, false end
-  local wo, wl = struct.unpack('>I4I4', C.s, C.rb + lo * RW + ROFF.WID)
-  return lo, string.sub(C.s, C.str + wo, C.str + wo + wl - 1) == wid
-end
--- chunk_splice writes chunk c of R with a new worker's candidates (new, one worker) inserted after its
--- first p, as a new chunk: slots and records spliced in, the worker's strings appended to the strings
--- area (existing offsets are relative to its start), zero loads spliced into its loads. O(1) Lua work
--- and O(chunk bytes) copying. Returns the new chunk's entry.
-local function chunk_splice(R, c, p, new)
-  local C = rch(c)
-  local n, s = C.n, C.s
-  local soff = #s - C.str + 1
-  local x1 = new[1]
-  local sl, recs = {}, {}
-  for r, x in ipairs(new) do
-    sl[r] = struct.pack('>I4', x[1])
-    recs[r] = struct.pack(RREC, x[1], x[2], x[3], x[4], x[5], x[6], soff, #x1[7], soff + #x1[7], #x1[8])
-  end
-  local out = struct.pack('>I4', n + #new) .. string.sub(s, 5, 4 + 4 * p) .. table.concat(sl) .. string.sub(s, 5 + 4 * p, 4 + 4 * n)
-    .. string.sub(s, C.rb, C.rb + p * RW - 1) .. table.concat(recs) .. string.sub(s, C.rb + p * RW, C.str - 1)
-    .. string.sub(s, C.str) .. x1[7] .. x1[8]
-  local lv = redis.call('GET', K_LD .. ':' .. R.cid[c]) or ''
-  if #lv ~= 24 * n then lv = string.rep(zl(), n) end
-  lv = string.sub(lv, 1, 24 * p) .. string.rep(zl(), #new) .. string.sub(lv, 24 * p + 1)
-  local cid = redis.call('HINCRBY', K_SC, 'rcid', 1)
-  redis.call('SET', K_ROSTER .. ':' .. cid, out)
-  redis.call('SET', K_LD .. ':' .. cid, lv)
-  chunk_drop(R, c)
-  return {cid = cid, n = n + #new, fw = (p == 0) and x1[7] or R.fw[c], C = chunk_parse(out)}
-end
-
--- chunk_cut writes chunk c of R without its candidates p+1..q (one worker's ranks: a removal) as a new
--- chunk: their slots, records and loads cut out, their strings entry cut from the strings area (a worker's
--- ranks share one) and the string offsets after it shifted by its length. O(CH) copies of records, none
--- decoded: decoding and re-encoding the chunk (the general path) were half of a removal's Lua at 4,096
--- workers, and most of its garbage (the collector's sweep then landed in the same call: up to 2.9 M
--- instructions). Returns the new chunk's entry and the removed candidates (as chunk_decode makes them), or
--- nil when the ranks do not share one strings entry (the caller re-encodes).
-local function chunk_cut(R, c, p, q)
-  local C = rch(c)
-  local n, s = C.n, C.s
-  local lv = redis.call('GET', K_LD .. ':' .. R.cid[c]) or ''
-  if #lv ~= 24 * n then lv = string.rep(zl(), n) end
-  local gone, lo, len = {}, nil, nil
-  for j = p + 1, q do
-    local slot, rid, rank, mnbt, tkv, kve, wo, wl, uo, ul = struct.unpack(RREC, s, C.rb + (j - 1) * RW)
-    if not lo then
-      if uo ~= wo + wl then return nil end
-      lo, len = wo, wl + ul
-    elseif wo ~= lo or wl + ul ~= len then
-      return nil
+-- The roster writers: roster_replace and its helpers, in a block so that the helpers are no locals of the
+-- library's main chunk (an EVAL script of lib + an operation must stay under Lua's 200 locals).
+local roster_replace
+do
+  -- ranks_of returns worker w's candidates (wid: its id), loads carried by rank id from old (rid -> loads).
+  local function ranks_of(wid, w, old)
+    local out = {}
+    for r = 1, w and w[W.DP] or 0 do
+      local rid = w[W.RIDS][r]
+      out[r] = {w[W.SLOTS][r], rid, r - 1, w[W.MNBT], w[W.TKV], w[W.KVE], wid, w[W.URL], old[rid] or zl()}
     end
-    gone[#gone + 1] = {slot, rid, rank, mnbt, tkv, kve, string.sub(s, C.str + wo, C.str + wo + wl - 1),
-      string.sub(s, C.str + uo, C.str + uo + ul - 1), string.sub(lv, 24 * j - 23, 24 * j)}
+    return out
   end
-  local recs, fw = {}, R.fw[c]
-  for j = 1, n do
-    if j <= p or j > q then
-      local at = C.rb + (j - 1) * RW
-      local wo, wl, uo, ul = struct.unpack('>I4I4I4I4', s, at + ROFF.WID)
-      if p == 0 and j == q + 1 then fw = string.sub(s, C.str + wo, C.str + wo + wl - 1) end
-      if wo > lo then
-        recs[#recs + 1] = string.sub(s, at, at + ROFF.WID - 1) .. struct.pack('>I4I4I4I4', wo - len, wl, uo - len, ul)
-      else
-        recs[#recs + 1] = string.sub(s, at, at + RW - 1)
+
+  -- chunk_find returns how many candidates of chunk C sort before worker id wid (a binary search reading
+  -- O(log CH) worker ids), and whether the next one is wid's.
+  local function chunk_find(C, wid)
+    local lo, hi = 0, C.n   -- answer in [lo, hi]
+    while lo < hi do
+      local mid = math.floor((lo + hi) / 2)   -- candidate mid + 1
+      local wo, wl = struct.unpack('>I4I4', C.s, C.rb + mid * RW + ROFF.WID)
+      if wid_lt(string.sub(C.s, C.str + wo, C.str + wo + wl - 1), wid) then lo = mid + 1 else hi = mid end
+    end
+    if lo >= C.n then return lo, false end
+    local wo, wl = struct.unpack('>I4I4', C.s, C.rb + lo * RW + ROFF.WID)
+    return lo, string.sub(C.s, C.str + wo, C.str + wo + wl - 1) == wid
+  end
+  -- chunk_splice writes chunk c of R with a new worker's candidates (new, one worker) inserted after its
+  -- first p, as a new chunk: slots and records spliced in, the worker's strings appended to the strings
+  -- area (existing offsets are relative to its start), zero loads spliced into its loads. O(1) Lua work
+  -- and O(chunk bytes) copying. Returns the new chunk's entry.
+  local function chunk_splice(R, c, p, new)
+    local C = rch(c)
+    local n, s = C.n, C.s
+    local soff = #s - C.str + 1
+    local x1 = new[1]
+    local sl, recs = {}, {}
+    for r, x in ipairs(new) do
+      sl[r] = struct.pack('>I4', x[1])
+      recs[r] = struct.pack(RREC, x[1], x[2], x[3], x[4], x[5], x[6], soff, #x1[7], soff + #x1[7], #x1[8])
+    end
+    local out = struct.pack('>I4', n + #new) .. string.sub(s, 5, 4 + 4 * p) .. table.concat(sl) .. string.sub(s, 5 + 4 * p, 4 + 4 * n)
+      .. string.sub(s, C.rb, C.rb + p * RW - 1) .. table.concat(recs) .. string.sub(s, C.rb + p * RW, C.str - 1)
+      .. string.sub(s, C.str) .. x1[7] .. x1[8]
+    local lv = redis.call('GET', K_LD .. ':' .. R.cid[c]) or ''
+    if #lv ~= 24 * n then lv = string.rep(zl(), n) end
+    lv = string.sub(lv, 1, 24 * p) .. string.rep(zl(), #new) .. string.sub(lv, 24 * p + 1)
+    local cid = redis.call('HINCRBY', K_SC, 'rcid', 1)
+    redis.call('SET', K_ROSTER .. ':' .. cid, out)
+    redis.call('SET', K_LD .. ':' .. cid, lv)
+    chunk_drop(R, c)
+    return {cid = cid, n = n + #new, fw = (p == 0) and x1[7] or R.fw[c], C = chunk_parse(out)}
+  end
+
+  -- chunk_cut writes chunk c of R without its candidates p+1..q (one worker's ranks: a removal) as a new
+  -- chunk: their slots, records and loads cut out, their strings entry cut from the strings area (a worker's
+  -- ranks share one) and the string offsets after it shifted by its length. O(CH) copies of records, none
+  -- decoded: decoding and re-encoding the chunk (the general path) were half of a removal's Lua at 4,096
+  -- workers, and most of its garbage (the collector's sweep then landed in the same call: up to 2.9 M
+  -- instructions). Returns the new chunk's entry and the removed candidates (as chunk_decode makes them), or
+  -- nil when the ranks do not share one strings entry (the caller re-encodes).
+  local function chunk_cut(R, c, p, q)
+    local C = rch(c)
+    local n, s = C.n, C.s
+    local lv = redis.call('GET', K_LD .. ':' .. R.cid[c]) or ''
+    if #lv ~= 24 * n then lv = string.rep(zl(), n) end
+    local gone, lo, len = {}, nil, nil
+    for j = p + 1, q do
+      local slot, rid, rank, mnbt, tkv, kve, wo, wl, uo, ul = struct.unpack(RREC, s, C.rb + (j - 1) * RW)
+      if not lo then
+        if uo ~= wo + wl then return nil end
+        lo, len = wo, wl + ul
+      elseif wo ~= lo or wl + ul ~= len then
+        return nil
       end
+      gone[#gone + 1] = {slot, rid, rank, mnbt, tkv, kve, string.sub(s, C.str + wo, C.str + wo + wl - 1),
+        string.sub(s, C.str + uo, C.str + uo + ul - 1), string.sub(lv, 24 * j - 23, 24 * j)}
     end
-  end
-  local m = n - (q - p)
-  local out = struct.pack('>I4', m) .. string.sub(s, 5, 4 + 4 * p) .. string.sub(s, 5 + 4 * q, 4 + 4 * n)
-    .. table.concat(recs) .. string.sub(s, C.str, C.str + lo - 1) .. string.sub(s, C.str + lo + len)
-  local cid = redis.call('HINCRBY', K_SC, 'rcid', 1)
-  redis.call('SET', K_ROSTER .. ':' .. cid, out)
-  redis.call('SET', K_LD .. ':' .. cid, string.sub(lv, 1, 24 * p) .. string.sub(lv, 24 * q + 1))
-  chunk_drop(R, c)
-  return {cid = cid, n = m, fw = fw, C = chunk_parse(out)}, gone
-end
-
--- roster_replace makes worker wid's ranks in the roster those of w (its record; nil: none, the worker
--- left), keeping candidate order and carrying loads by rank id (new rank ids start at 0). It finds the
--- worker's run (or insertion point) by a binary search of the chunks' first worker ids (chunk c0), then
--- within c0 (chunk_find). A new worker whose ranks fit in c0 is spliced into it (chunk_splice: the common
--- registration); one that does not fit, before or after all of c0, gets chunks of its own and c0 stays
--- as it is. Otherwise (a known worker: removal, dp or spec change; or a split) the chunks holding the run
--- are decoded, spliced and written back as new chunks of at most CH, merged with the next chunk when
--- under CH/2 and both fit. The directory is rewritten by dir_splice. O(CH + dp) Lua work plus O(W/CH)
--- cheap directory steps, whatever the pool's size.
-local function roster_replace(wid, w)
-  local R = ros()
-  lv_replaced()
-  local c0, c1 = wid_chunks(R, wid)
-  if R.k > 0 and c1 == c0 and w and w[W.DP] > 0 then
-    local p, known = chunk_find(rch(c0), wid)
-    if not known then
-      local new = ranks_of(wid, w, {})
-      -- (each return joins the new ranks to the zero-load group, O(dp·log W); falling through to the
-      -- general case below adds them there)
-      if R.cn[c0] + #new <= CH then LZ.add(LZ.of(new)); return dir_splice(R, c0, c0, {chunk_splice(R, c0, p, new)}) end
-      if p == R.cn[c0] then LZ.add(LZ.of(new)); return dir_splice(R, c0 + 1, c0, chunks_new(new, 1, #new, {})) end
-      if p == 0 then LZ.add(LZ.of(new)); return dir_splice(R, c0, c0 - 1, chunks_new(new, 1, #new, {})) end
-    end
-  end
-  if not w and R.k > 0 and c1 == c0 then
-    -- a removal within one chunk that keeps candidates: cut them out (chunk_cut), unless the chunk is left
-    -- under CH/2 with a successor it fits with, which the general path below merges
-    local C = rch(c0)
-    local p, known = chunk_find(C, wid)
-    if known then
-      local q = p + 1
-      while q < C.n do
-        local wo, wl = struct.unpack('>I4I4', C.s, C.rb + q * RW + ROFF.WID)
-        if string.sub(C.s, C.str + wo, C.str + wo + wl - 1) ~= wid then break end
-        q = q + 1
-      end
-      local m = C.n - (q - p)
-      if m > 0 and (m >= CH / 2 or c0 == R.k or m + R.cn[c0 + 1] > CH) then
-        local e, gone = chunk_cut(R, c0, p, q)
-        if e then
-          LZ.remove(LZ.of(gone))
-          return dir_splice(R, c0, c0, {e})
+    local recs, fw = {}, R.fw[c]
+    for j = 1, n do
+      if j <= p or j > q then
+        local at = C.rb + (j - 1) * RW
+        local wo, wl, uo, ul = struct.unpack('>I4I4I4I4', s, at + ROFF.WID)
+        if p == 0 and j == q + 1 then fw = string.sub(s, C.str + wo, C.str + wo + wl - 1) end
+        if wo > lo then
+          recs[#recs + 1] = string.sub(s, at, at + ROFF.WID - 1) .. struct.pack('>I4I4I4I4', wo - len, wl, uo - len, ul)
+        else
+          recs[#recs + 1] = string.sub(s, at, at + RW - 1)
         end
       end
     end
+    local m = n - (q - p)
+    local out = struct.pack('>I4', m) .. string.sub(s, 5, 4 + 4 * p) .. string.sub(s, 5 + 4 * q, 4 + 4 * n)
+      .. table.concat(recs) .. string.sub(s, C.str, C.str + lo - 1) .. string.sub(s, C.str + lo + len)
+    local cid = redis.call('HINCRBY', K_SC, 'rcid', 1)
+    redis.call('SET', K_ROSTER .. ':' .. cid, out)
+    redis.call('SET', K_LD .. ':' .. cid, string.sub(lv, 1, 24 * p) .. string.sub(lv, 24 * q + 1))
+    chunk_drop(R, c)
+    return {cid = cid, n = m, fw = fw, C = chunk_parse(out)}, gone
   end
-  local cands = {}
-  if R.k > 0 then
-    local keys = {}
-    for c = c0, c1 do keys[#keys + 1] = K_LD .. ':' .. R.cid[c] end
-    local lvs = redis.call('MGET', unpack(keys))
-    for c = c0, c1 do chunk_decode(rch(c), lvs[c - c0 + 1] or '', cands) end
+
+  -- roster_replace makes worker wid's ranks in the roster those of w (its record; nil: none, the worker
+  -- left), keeping candidate order and carrying loads by rank id (new rank ids start at 0). It finds the
+  -- worker's run (or insertion point) by a binary search of the chunks' first worker ids (chunk c0), then
+  -- within c0 (chunk_find). A new worker whose ranks fit in c0 is spliced into it (chunk_splice: the common
+  -- registration); one that does not fit, before or after all of c0, gets chunks of its own and c0 stays
+  -- as it is. Otherwise (a known worker: removal, dp or spec change; or a split) the chunks holding the run
+  -- are decoded, spliced and written back as new chunks of at most CH, merged with the next chunk when
+  -- under CH/2 and both fit. The directory is rewritten by dir_splice. O(CH + dp) Lua work plus O(W/CH)
+  -- cheap directory steps, whatever the pool's size.
+  roster_replace = function(wid, w)
+    local R = ros()
+    lv_replaced()
+    local c0, c1 = wid_chunks(R, wid)
+    if R.k > 0 and c1 == c0 and w and w[W.DP] > 0 then
+      local p, known = chunk_find(rch(c0), wid)
+      if not known then
+        local new = ranks_of(wid, w, {})
+        -- (each return joins the new ranks to the zero-load group, O(dp·log W); falling through to the
+        -- general case below adds them there)
+        if R.cn[c0] + #new <= CH then LZ.add(LZ.of(new)); return dir_splice(R, c0, c0, {chunk_splice(R, c0, p, new)}) end
+        if p == R.cn[c0] then LZ.add(LZ.of(new)); return dir_splice(R, c0 + 1, c0, chunks_new(new, 1, #new, {})) end
+        if p == 0 then LZ.add(LZ.of(new)); return dir_splice(R, c0, c0 - 1, chunks_new(new, 1, #new, {})) end
+      end
+    end
+    if not w and R.k > 0 and c1 == c0 then
+      -- a removal within one chunk that keeps candidates: cut them out (chunk_cut), unless the chunk is left
+      -- under CH/2 with a successor it fits with, which the general path below merges
+      local C = rch(c0)
+      local p, known = chunk_find(C, wid)
+      if known then
+        local q = p + 1
+        while q < C.n do
+          local wo, wl = struct.unpack('>I4I4', C.s, C.rb + q * RW + ROFF.WID)
+          if string.sub(C.s, C.str + wo, C.str + wo + wl - 1) ~= wid then break end
+          q = q + 1
+        end
+        local m = C.n - (q - p)
+        if m > 0 and (m >= CH / 2 or c0 == R.k or m + R.cn[c0 + 1] > CH) then
+          local e, gone = chunk_cut(R, c0, p, q)
+          if e then
+            LZ.remove(LZ.of(gone))
+            return dir_splice(R, c0, c0, {e})
+          end
+        end
+      end
+    end
+    local cands = {}
+    if R.k > 0 then
+      local keys = {}
+      for c = c0, c1 do keys[#keys + 1] = K_LD .. ':' .. R.cid[c] end
+      local lvs = redis.call('MGET', unpack(keys))
+      for c = c0, c1 do chunk_decode(rch(c), lvs[c - c0 + 1] or '', cands) end
+    end
+    local a, top = 1, #cands + 1   -- the run is cands[a..b-1]: a by binary search (cands are in worker-id order;
+    while a < top do               -- a linear scan of byte-wise comparisons was a quarter of a chunk split's Lua)
+      local mid = math.floor((a + top) / 2)
+      if wid_lt(cands[mid][7], wid) then a = mid + 1 else top = mid end
+    end
+    local b = a
+    while b <= #cands and cands[b][7] == wid do b = b + 1 end
+    local oldl = {}
+    for i = a, b - 1 do oldl[cands[i][2]] = cands[i][9] end
+    local mine = ranks_of(wid, w, oldl)
+    LZ.remove(LZ.of(cands, a, b - 1))   -- the worker's members out, its new ranks' in (loads carried)
+    LZ.add(LZ.of(mine))
+    local out = {}
+    for i = 1, a - 1 do out[#out + 1] = cands[i] end
+    for _, x in ipairs(mine) do out[#out + 1] = x end
+    for i = b, #cands do out[#out + 1] = cands[i] end
+    if #out > 0 and #out < CH / 2 and c1 < R.k and #out + R.cn[c1 + 1] <= CH then   -- absorb the next chunk
+      c1 = c1 + 1
+      chunk_decode(rch(c1), redis.call('GET', K_LD .. ':' .. R.cid[c1]) or '', out)
+    end
+    for c = c0, math.min(c1, R.k) do chunk_drop(R, c) end
+    dir_splice(R, c0, math.min(c1, R.k), chunks_new(out, 1, #out, {}))
   end
-  local a, top = 1, #cands + 1   -- the run is cands[a..b-1]: a by binary search (cands are in worker-id order;
-  while a < top do               -- a linear scan of byte-wise comparisons was a quarter of a chunk split's Lua)
-    local mid = math.floor((a + top) / 2)
-    if wid_lt(cands[mid][7], wid) then a = mid + 1 else top = mid end
-  end
-  local b = a
-  while b <= #cands and cands[b][7] == wid do b = b + 1 end
-  local oldl = {}
-  for i = a, b - 1 do oldl[cands[i][2]] = cands[i][9] end
-  local mine = ranks_of(wid, w, oldl)
-  LZ.remove(LZ.of(cands, a, b - 1))   -- the worker's members out, its new ranks' in (loads carried)
-  LZ.add(LZ.of(mine))
-  local out = {}
-  for i = 1, a - 1 do out[#out + 1] = cands[i] end
-  for _, x in ipairs(mine) do out[#out + 1] = x end
-  for i = b, #cands do out[#out + 1] = cands[i] end
-  if #out > 0 and #out < CH / 2 and c1 < R.k and #out + R.cn[c1 + 1] <= CH then   -- absorb the next chunk
-    c1 = c1 + 1
-    chunk_decode(rch(c1), redis.call('GET', K_LD .. ':' .. R.cid[c1]) or '', out)
-  end
-  for c = c0, math.min(c1, R.k) do chunk_drop(R, c) end
-  dir_splice(R, c0, math.min(c1, R.k), chunks_new(out, 1, #out, {}))
 end
 
 -- end_lease releases a lease's remaining load and its session hold at time t (memory: endLease).
