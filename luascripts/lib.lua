@@ -1535,10 +1535,11 @@ do
   -- worker's run (or insertion point) by a binary search of the chunks' first worker ids (chunk c0), then
   -- within c0 (chunk_find). A new worker whose ranks fit in c0 is spliced into it (chunk_splice: the common
   -- registration); one that does not fit, before or after all of c0, gets chunks of its own and c0 stays
-  -- as it is. Otherwise (a known worker: removal, dp or spec change; or a split) the chunks holding the run
-  -- are decoded, spliced and written back as new chunks of at most CH, merged with the next chunk when
-  -- under CH/2 and both fit. The directory is rewritten by dir_splice. O(CH + dp) Lua work plus O(W/CH)
-  -- cheap directory steps, whatever the pool's size.
+  -- as it is. A removal within one chunk is cut out of it (chunk_cut) unless the general path would merge
+  -- the rest with the next chunk. Otherwise (a known worker: other removals, dp or spec change; or a
+  -- split) the chunks holding the run are decoded, spliced and written back as new chunks of at most CH,
+  -- merged with the next chunk when under CH/2 and both fit. The directory is rewritten by dir_splice.
+  -- O(CH + dp) Lua work plus O(W/CH) cheap directory steps, whatever the pool's size.
   roster_replace = function(wid, w)
     local R = ros()
     lv_replaced()
