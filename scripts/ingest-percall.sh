@@ -52,17 +52,6 @@ for f in "$dir"/cg."$pid".*; do
   if grep -q 'hsetnxCommand' "$f"; then files+=("$f"); fi
 done
 python3 scripts/callgrind_fcall.py "${files[@]}" >"$dir/calls.txt"
-python3 - "$dir/calls.txt" "$blocks" <<'PY'
-import sys
-rows = [l.split() for l in open(sys.argv[1])]
-blocks = int(sys.argv[2])
-def pct(v):
-    v = sorted(v)
-    return ' '.join(f"{k} {v[min(len(v) - 1, int(len(v) * q))]}" for k, q in (("p50", .5), ("p90", .9), ("p99", .99), ("p99.9", .999))) + f" max {v[-1]}"
-tot, fc = [int(r[1]) for r in rows], [int(r[2]) for r in rows]
-print(f"ingest-percall: {len(rows)} apply_events calls, {blocks / len(rows):.1f} blocks per call, "
-      f"{sum(tot) / blocks:.0f} instructions per stored block")
-print(f"ingest-percall: the FCALL itself (what SLOWLOG times): {pct(fc)}")
-print(f"ingest-percall: the whole dump (+ the server's work between calls): {pct(tot)}")
-PY
+awk -v b="$blocks" '{n++; t += $2} END {printf "ingest-percall: %d apply_events calls, %.1f blocks per call, %.0f instructions per stored block\n", n, b / n, t / b}' "$dir/calls.txt"
+python3 scripts/callgrind_fcall.py --summary ingest-percall "$dir/calls.txt"
 echo "ingest-percall: dumps in $dir"

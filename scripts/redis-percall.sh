@@ -12,7 +12,9 @@
 # Starts its own redis-server on PORT (never one it did not start), loads the benchmark's index natively
 # (prefix instr:), saves it, restarts from that RDB under callgrind, makes WARM (default 300) warm-up decisions, then
 # DECISIONS with instrumentation on. REDIS_SERVER picks the binary. Prints the calls' p50/p90/p99/p99.9/max
-# instructions and keeps the dumps and percall.txt (sorted) in the printed directory.
+# instructions, the FCALL's own (scripts/callgrind_fcall.py: what SLOWLOG times) and the whole dump's (with
+# the server's work between calls), and keeps the dumps, calls.txt (per dump: total, FCALL) and percall.txt
+# (the dumps' totals, sorted) in the printed directory.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 port=${1:?usage: scripts/redis-percall.sh PORT KVROUTER DECISIONS [bench route flags…]}
@@ -30,9 +32,8 @@ cg_bench "$kvr" "$n" "$@" >/dev/null 2>&1
 callgrind_control -i off "$pid" >/dev/null 2>&1
 redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
 sleep 2
-for f in "$dir"/cg."$pid".*; do
-  t=$(grep -m1 '^summary:' "$f" | awk '{print $2}')
-  if [[ -n $t && $t -gt 0 ]]; then echo "$t"; fi
-done | sort -n >"$dir/percall.txt"
-awk '{a[NR] = $1} END {printf "redis-percall: %d calls; instructions p50 %d p90 %d p99 %d p99.9 %d max %d\n", NR, a[int(NR * .5)], a[int(NR * .9)], a[int(NR * .99)], a[int(NR * .999)], a[NR]}' "$dir/percall.txt"
+mapfile -t files < <(ls "$dir"/cg."$pid".* | sort -V)
+python3 scripts/callgrind_fcall.py "${files[@]}" >"$dir/calls.txt"
+awk '$3 > 0 {print $2}' "$dir/calls.txt" | sort -n >"$dir/percall.txt"
+python3 scripts/callgrind_fcall.py --summary redis-percall "$dir/calls.txt"
 echo "redis-percall: dumps in $dir"
