@@ -163,7 +163,7 @@ local m = {}
 for i, k in ipairs(meta) do m[i] = table.concat({k[1], k[2], k[3], f17(k[4]), f17(k[5]), f17(k[6]), k[7]}, '|') end
 return {pool, eff, tostring(nexta), m, reasons, CFG_OVERRIDES}
 `
-	src := luascripts.Prelude() + body
+	src := luascripts.Prelude() + "\n" + luascripts.WrapBody(body) // (its locals in a function of their own, as an operation's)
 	keys := PoolKeys("knobs:", "p")
 	res, err := c.Do(ctx, c.B().Eval().Script(src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()).ToArray()
 	if err != nil {
