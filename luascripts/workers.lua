@@ -13,8 +13,9 @@
 --         loads: 24 bytes per record, same order (lv's bytes: prefill tokens, decode blocks, requests, f64),
 --         {url per worker}, {last_seen ms per worker | nil}, {consecutive failures per worker | nil},
 --         {hu's '>ddd' per worker | nil}, {epoch, last event id, degraded per rank: 3 per record | nil},
---         {held blocks per rank | nil}, {tc's '>dddddd' per rank | nil}, {worker id per worker}}; a field array
---         is empty when its hash does not exist (every field absent).
+--         {held blocks per rank | nil}, {tc's '>dddddd' per rank | nil}, {worker id per worker},
+--         dead slots awaiting reclamation (the pool's, LLEN dead)}; a field array is empty when its hash
+--         does not exist (every field absent).
 --        statestore/redis_workers.go decodes it (decodeWorkersPage; RREC mirrored by rosterRec).
 -- Complexity: O(expired leases) (release_expired, amortised: each lease is released once) + O(log W) roster
 -- reads to find the page's first candidate + O(ranks listed) for the page: one GETRANGE of loads per roster
@@ -76,7 +77,7 @@ while i <= R.n and not full do
     i, j = i + 1, j + 1
   end
 end
-if nw == 0 then return {'ok', '', '', '', {}, {}, {}, {}, {}, {}, {}, {}} end
+if nw == 0 then return {'ok', '', '', '', {}, {}, {}, {}, {}, {}, {}, {}, redis.call('LLEN', K_DEAD)} end
 
 -- the page is candidates lo .. lo + nr - 1: its records and loads, one slice and one GETRANGE per chunk
 local recs, loads = {}, {}
@@ -119,4 +120,5 @@ local function hget_sparse(key, fields)
   return res
 end
 return {'ok', nxt, table.concat(recs), table.concat(loads), urls, hmget_all(K_SEEN, wids), hget_sparse(K_HC, wids),
-  hget_sparse(K_HU, wids), hmget_all(K_FENCE, ff), hmget_all(K_SC, hf), hmget_all(K_TC, tf), wids}
+  hget_sparse(K_HU, wids), hmget_all(K_FENCE, ff), hmget_all(K_SC, hf), hmget_all(K_TC, tf), wids,
+  redis.call('LLEN', K_DEAD)}

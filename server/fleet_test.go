@@ -254,6 +254,7 @@ func TestWorkersPagingFleet(t *testing.T) {
 				fmt.Sprintf(`kvrouter_pool_live_workers{pool="fleet"} %d`, n),
 				fmt.Sprintf(`kvrouter_pool_worker_series_omitted{pool="fleet"} %d`, n-metricsCap),
 				`kvrouter_pool_active_requests{pool="fleet"} 40`,
+				`kvrouter_pool_reclaim_pending_slots{pool="fleet"} 0`, // (no worker removed)
 			} {
 				if !strings.Contains(m, want+"\n") {
 					t.Errorf("/metrics lacks %q", want)

@@ -484,7 +484,7 @@ func (m *Memory) ListWorkers(_ context.Context, pool string, q WorkersQuery, now
 		}
 		out = append(out, info)
 	}
-	return WorkerPage{Workers: out, Next: next}, nil
+	return WorkerPage{Workers: out, Next: next, ReclaimPending: len(p.dead)}, nil
 }
 
 // leaseHeap is a min-heap of leases by expiry (then id, for a deterministic release order).

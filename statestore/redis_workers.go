@@ -41,7 +41,8 @@ func (r *Redis) ListWorkers(ctx context.Context, pool string, q WorkersQuery, no
 			w.Health = healths[i].info(now, cfg.UnhealthyAfter)
 		}
 	}
-	return WorkerPage{Workers: out, Next: msgStr(arr[1])}, nil
+	dead, _ := arr[wpDead].AsInt64()
+	return WorkerPage{Workers: out, Next: msgStr(arr[1]), ReclaimPending: int(dead)}, nil
 }
 
 // rosterRec mirrors lib.lua's roster record RREC ('>I4I4I4ddbI4I4I4I4', RW bytes; ROFF its offsets): one
@@ -83,6 +84,7 @@ const (
 	wpHeld
 	wpTTFT
 	wpIDs
+	wpDead
 	wpLen
 )
 

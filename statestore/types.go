@@ -192,6 +192,12 @@ func (q WorkersQuery) limit() int {
 type WorkerPage struct {
 	Workers []WorkerInfo
 	Next    string
+	// ReclaimPending is the pool's index incarnations (dp ranks' slots) whose entries are still being
+	// deleted: a removed worker's ranks, an engine restart's or Cleared event's old index, a dp shrink's
+	// ranks. Routing ignores them at once; their entries are reclaimed a bounded amount per later call
+	// (Redis: RECLAIM_CALLS Redis calls per route or ingest call), so a backlog that keeps growing means
+	// churn faster than the calls reclaim. The same on every page (the pool's count, not the page's).
+	ReclaimPending int
 }
 
 // WorkerInfo is what GET /v1/workers reports.

@@ -188,8 +188,9 @@ const DefaultMetricsMaxWorkers = 256
 //
 // Per pool, always (bounded by the number of pools): kvrouter_pool_workers, kvrouter_pool_live_workers,
 // kvrouter_pool_degraded_workers, kvrouter_pool_active_prefill_tokens, kvrouter_pool_active_decode_blocks,
-// kvrouter_pool_active_requests, kvrouter_pool_cached_blocks (sums over all workers and dp ranks) and
-// kvrouter_pool_worker_series_omitted (workers beyond the cap below), labelled {pool}.
+// kvrouter_pool_active_requests, kvrouter_pool_cached_blocks (sums over all workers and dp ranks),
+// kvrouter_pool_worker_series_omitted (workers beyond the cap below) and kvrouter_pool_reclaim_pending_slots
+// (index incarnations still being deleted: statestore.WorkerPage.ReclaimPending), labelled {pool}.
 //
 // Per worker, for the first maxWorkers workers of each pool in id order (--metrics-max-workers, default
 // 256; 0 = none): kvrouter_worker_active_prefill_tokens, kvrouter_worker_active_decode_blocks,
@@ -207,7 +208,7 @@ type WorkerCollector struct {
 	timeout    time.Duration
 	maxWorkers int
 	descs      [6]*prometheus.Desc
-	pool       [8]*prometheus.Desc
+	pool       [9]*prometheus.Desc
 	ttft       [3]*prometheus.Desc
 }
 
@@ -225,7 +226,7 @@ func NewWorkerCollector(rt *core.Router, timeout time.Duration, maxWorkers int) 
 		prometheus.NewDesc("kvrouter_worker_cached_blocks", "Blocks indexed from the worker's KV events, summed over dp ranks.", l, nil),
 		prometheus.NewDesc("kvrouter_worker_live", "1 if the worker is live (eligible by liveness), else 0.", l, nil),
 		prometheus.NewDesc("kvrouter_worker_degraded", "1 if any rank lost events (gap) since its last reset.", l, nil),
-	}, pool: [8]*prometheus.Desc{
+	}, pool: [9]*prometheus.Desc{
 		prometheus.NewDesc("kvrouter_pool_active_prefill_tokens", "Booked prefill tokens not yet done, summed over the pool's workers and dp ranks.", pl, nil),
 		prometheus.NewDesc("kvrouter_pool_active_decode_blocks", "Booked decode blocks of active requests, summed over the pool.", pl, nil),
 		prometheus.NewDesc("kvrouter_pool_active_requests", "Active (leased) requests in the pool.", pl, nil),
@@ -234,6 +235,7 @@ func NewWorkerCollector(rt *core.Router, timeout time.Duration, maxWorkers int) 
 		prometheus.NewDesc("kvrouter_pool_degraded_workers", "Workers with a rank that lost events (gap) since its last reset.", pl, nil),
 		prometheus.NewDesc("kvrouter_pool_workers", "Registered workers in the pool.", pl, nil),
 		prometheus.NewDesc("kvrouter_pool_worker_series_omitted", "Workers of the pool without kvrouter_worker_* series (beyond --metrics-max-workers).", pl, nil),
+		prometheus.NewDesc("kvrouter_pool_reclaim_pending_slots", "Index incarnations (removed workers' ranks, restarted engines' old indexes) whose entries are still being deleted, a bounded amount per later call; growing without end means churn faster than reclamation.", pl, nil),
 	}, ttft: [3]*prometheus.Desc{
 		prometheus.NewDesc("kvrouter_worker_ttft_prefill_rate", "cost_model ttft: the rank's calibrated prefill rate, tokens/s.", lr, nil),
 		prometheus.NewDesc("kvrouter_worker_ttft_decode_coeff", "cost_model ttft: the rank's calibrated decode interference, s per active decode block.", lr, nil),
@@ -270,7 +272,7 @@ func (c *WorkerCollector) Collect(ch chan<- prometheus.Metric) {
 // collectPool pages through one pool's workers: per-worker series for the first maxWorkers, sums of all.
 // A pool whose listing fails midway reports nothing rather than partial sums.
 func (c *WorkerCollector) collectPool(ctx context.Context, ch chan<- prometheus.Metric, pool string) {
-	var sum [8]float64 // the pool descs' order
+	var sum [9]float64 // the pool descs' order
 	var series []prometheus.Metric
 	q := statestore.WorkersQuery{}
 	for {
@@ -278,6 +280,7 @@ func (c *WorkerCollector) collectPool(ctx context.Context, ch chan<- prometheus.
 		if err != nil {
 			return
 		}
+		sum[8] = float64(pg.ReclaimPending) // (the pool's, on every page)
 		for _, w := range pg.Workers {
 			var v [6]float64
 			for _, r := range w.Ranks {

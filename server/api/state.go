@@ -125,8 +125,10 @@ func (a *API) listWorkers(ctx context.Context, req *Request, _ []string) Respons
 	if pg.Workers == nil {
 		pg.Workers = []statestore.WorkerInfo{}
 	}
-	// next: the cursor of the following page (pass it as ?after=), "" on the last page
-	return jsonResponse(http.StatusOK, map[string]any{"pool": pool, "workers": pg.Workers, "next": pg.Next})
+	// next: the cursor of the following page (pass it as ?after=), "" on the last page; reclaim_pending_slots:
+	// the pool's index incarnations still being deleted (statestore.WorkerPage.ReclaimPending)
+	return jsonResponse(http.StatusOK, map[string]any{"pool": pool, "workers": pg.Workers, "next": pg.Next,
+		"reclaim_pending_slots": pg.ReclaimPending})
 }
 
 func (a *API) listPools(ctx context.Context, _ *Request, _ []string) Response {
