@@ -971,7 +971,7 @@ do   -- (a block, as gc_paced's)
   end
   -- locate returns slot s's chunk in R, or nil when s is not a candidate. A slot the map does not place
   -- (a cold VM after a restart or failover, a new library, a chunk written since) is looked up by its
-  -- worker: fence field 'w'<slot> (new_slot writes it; a slot belongs to one worker for its whole life)
+  -- worker: fence field 'w<slot>' (new_slot writes it; a slot belongs to one worker for its whole life)
   -- names the worker, wid_chunks the one or two chunks its ranks can be in, and only those are read and
   -- registered. Reading every chunk to place one slot cost the first route on a cold VM 14 M instructions
   -- at 4,096 workers (~4 ms; docs/PERFORMANCE.md "Fourteenth session"). Without a hint (a slot made by an
@@ -1005,7 +1005,7 @@ do   -- (a block, as gc_paced's)
     return R.slots
   end
   -- rlive: slot -> roster index, filled one chunk at a time (locate); slots found not to be candidates are
-  -- remembered in R.out (the table's values must stay numbers or nil: callers test `~= nil`).
+  -- remembered apart (out: the table's values must stay numbers or nil, callers test `~= nil`).
   rlive = function()
     local R = ros()
     if not R.live then
@@ -1456,6 +1456,21 @@ do
     local wo, wl = struct.unpack('>I4I4', C.s, C.rb + lo * RW + ROFF.WID)
     return lo, string.sub(C.s, C.str + wo, C.str + wo + wl - 1) == wid
   end
+  -- chunk_loads returns chunk c's loads (24 bytes per candidate, n of them; zeros when missing or short).
+  local function chunk_loads(R, c, n)
+    local lv = redis.call('GET', K_LD .. ':' .. R.cid[c]) or ''
+    if #lv ~= 24 * n then lv = string.rep(zl(), n) end
+    return lv
+  end
+  -- chunk_replace writes s (n candidates, first worker fw) and its loads lv as a new chunk in place of chunk
+  -- c of R (a fresh id: a chunk is immutable under its own) and returns the new chunk's entry.
+  local function chunk_replace(R, c, s, lv, n, fw)
+    local cid = redis.call('HINCRBY', K_SC, 'rcid', 1)
+    redis.call('SET', K_ROSTER .. ':' .. cid, s)
+    redis.call('SET', K_LD .. ':' .. cid, lv)
+    chunk_drop(R, c)
+    return {cid = cid, n = n, fw = fw, C = chunk_parse(s)}
+  end
   -- chunk_splice writes chunk c of R with a new worker's candidates (new, one worker) inserted after its
   -- first p, as a new chunk: slots and records spliced in, the worker's strings appended to the strings
   -- area (existing offsets are relative to its start), zero loads spliced into its loads. O(1) Lua work
@@ -1473,14 +1488,9 @@ do
     local out = struct.pack('>I4', n + #new) .. string.sub(s, 5, 4 + 4 * p) .. table.concat(sl) .. string.sub(s, 5 + 4 * p, 4 + 4 * n)
       .. string.sub(s, C.rb, C.rb + p * RW - 1) .. table.concat(recs) .. string.sub(s, C.rb + p * RW, C.str - 1)
       .. string.sub(s, C.str) .. x1[7] .. x1[8]
-    local lv = redis.call('GET', K_LD .. ':' .. R.cid[c]) or ''
-    if #lv ~= 24 * n then lv = string.rep(zl(), n) end
+    local lv = chunk_loads(R, c, n)
     lv = string.sub(lv, 1, 24 * p) .. string.rep(zl(), #new) .. string.sub(lv, 24 * p + 1)
-    local cid = redis.call('HINCRBY', K_SC, 'rcid', 1)
-    redis.call('SET', K_ROSTER .. ':' .. cid, out)
-    redis.call('SET', K_LD .. ':' .. cid, lv)
-    chunk_drop(R, c)
-    return {cid = cid, n = n + #new, fw = (p == 0) and x1[7] or R.fw[c], C = chunk_parse(out)}
+    return chunk_replace(R, c, out, lv, n + #new, (p == 0) and x1[7] or R.fw[c])
   end
 
   -- chunk_cut writes chunk c of R without its candidates p+1..q (one worker's ranks: a removal) as a new
@@ -1493,8 +1503,7 @@ do
   local function chunk_cut(R, c, p, q)
     local C = rch(c)
     local n, s = C.n, C.s
-    local lv = redis.call('GET', K_LD .. ':' .. R.cid[c]) or ''
-    if #lv ~= 24 * n then lv = string.rep(zl(), n) end
+    local lv = chunk_loads(R, c, n)
     local gone, lo, len = {}, nil, nil
     for j = p + 1, q do
       local slot, rid, rank, mnbt, tkv, kve, wo, wl, uo, ul = struct.unpack(RREC, s, C.rb + (j - 1) * RW)
@@ -1523,11 +1532,7 @@ do
     local m = n - (q - p)
     local out = struct.pack('>I4', m) .. string.sub(s, 5, 4 + 4 * p) .. string.sub(s, 5 + 4 * q, 4 + 4 * n)
       .. table.concat(recs) .. string.sub(s, C.str, C.str + lo - 1) .. string.sub(s, C.str + lo + len)
-    local cid = redis.call('HINCRBY', K_SC, 'rcid', 1)
-    redis.call('SET', K_ROSTER .. ':' .. cid, out)
-    redis.call('SET', K_LD .. ':' .. cid, string.sub(lv, 1, 24 * p) .. string.sub(lv, 24 * q + 1))
-    chunk_drop(R, c)
-    return {cid = cid, n = m, fw = fw, C = chunk_parse(out)}, gone
+    return chunk_replace(R, c, out, string.sub(lv, 1, 24 * p) .. string.sub(lv, 24 * q + 1), m, fw), gone
   end
 
   -- roster_replace makes worker wid's ranks in the roster those of w (its record; nil: none, the worker
