@@ -17,8 +17,9 @@ func runBenchChurn(ctx context.Context, args []string) error {
 		"                   [--cycles C] [--between D] [--warm W] [--ops FILE] [--slowlog-us US] [--prefix P]\n\n"+
 		"Builds (or, under --prefix, reuses) the route benchmark's index, makes --warm decisions, then --cycles times:\n"+
 		"removes a worker, makes --between decisions (route + done), registers it again, makes --between decisions.\n"+
-		"Reports client time per kind of call and the SLOWLOG of every call after the index load (warm-up included); --ops writes the calls in order, one\n"+
-		"label per line, for per-call profilers (scripts/roster-percall.sh). JSON on stdout, a table on stderr.")
+		"Reports client time per kind of call and the SLOWLOG of every call after the index load (warm-up included);\n"+
+		"--ops writes the calls in order, one label per line, for per-call profilers (scripts/roster-percall.sh).\n"+
+		"JSON on stdout, a table on stderr.")
 	storeURL := storeFlag(fs)
 	workers := fs.Int("workers", 4096, "workers in the index")
 	blocks := fs.Int("blocks", 1000000, "indexed (block, worker) entries")

@@ -105,13 +105,14 @@ func runChurn(ctx context.Context, st statestore.Store, o ChurnOptions) (ChurnRe
 	timed := func(label string, f func() error) error {
 		t0 := time.Now()
 		err := f()
+		d := time.Since(t0)
 		if o.Ops != nil {
 			fmt.Fprintln(o.Ops, label)
 		}
 		if _, ok := times[label]; !ok {
 			order = append(order, label)
 		}
-		times[label] = append(times[label], time.Since(t0))
+		times[label] = append(times[label], d)
 		return err
 	}
 	decide := func(after string, k int) error {
