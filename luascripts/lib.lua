@@ -1795,79 +1795,79 @@ do   -- (a block: reclaim_entry is no local of the library's main chunk)
     return cost
   end
   reclaim = function(now, softn)
-  local left = RECLAIM_CALLS
-  -- The walk's position (the head dead slot dslot, its bucket count nbd, bucket cur, HSCAN cursor, entries
-  -- of the page done) is read once and written back once per call (sc 'rc', 'rs', 'rp'), not per bucket:
-  -- at 4,096 ranks a bucket holds ~1 entry, and reading and writing it per bucket was 4 of the ~6 commands
-  -- an entry cost.
-  local dslot, nbd, cur, cursor, skip
-  while left > 0 do
-    if not dslot then
-      dslot = redis.call('LINDEX', K_DEAD, 0)
-      if not dslot then break end
-      local at = redis.call('HMGET', K_SC, 'rc', 'rs', 'rp')
-      cur, cursor, skip = tonumber(at[1] or '0'), '0', 0
-      nbd = tonumber(redis.call('HGET', K_FENCE, 'gn' .. dslot) or '') or NB_G   -- its engine-map buckets (gparams)
-      -- rs is "<slot>:<bucket>:<cursor>": a cursor is only resumed in the bucket it came from (a build that
-      -- reclaimed whole buckets, during a rolling upgrade, moves rc without knowing rs).
-      local rs_at = dslot .. ':' .. cur .. ':'
-      if at[2] and string.sub(at[2], 1, #rs_at) == rs_at then cursor = string.sub(at[2], #rs_at + 1) end
-      local rp_at = rs_at .. cursor .. ':'
-      if at[3] and string.sub(at[3], 1, #rp_at) == rp_at then skip = tonumber(string.sub(at[3], #rp_at + 1)) or 0 end
-    end
-    local key = K_G .. dslot .. ':' .. cur
-    local page = redis.call('HSCAN', key, cursor, 'COUNT', RECLAIM_PAGE)
-    left = left - 1
-    local kv = page[2]
-    local islot = tonumber(dslot)
-    local total = #kv / 2
-    local upto = skip
-    while upto < total and left > 0 do
-      upto = upto + 1
-      left = left - reclaim_entry(kv[2 * upto], islot)
-    end
-    if upto < total then
-      skip = upto   -- the rest of this page next time
-    elseif page[1] ~= '0' then
-      cursor, skip = page[1], 0
-    else
-      if total > 0 or cursor ~= '0' then   -- (a first page that is empty and last: the bucket does not exist)
-        redis.call('DEL', key)
-        left = left - 1
+    local left = RECLAIM_CALLS
+    -- The walk's position (the head dead slot dslot, its bucket count nbd, bucket cur, HSCAN cursor, entries
+    -- of the page done) is read once and written back once per call (sc 'rc', 'rs', 'rp'), not per bucket:
+    -- at 4,096 ranks a bucket holds ~1 entry, and reading and writing it per bucket was 4 of the ~6 commands
+    -- an entry cost.
+    local dslot, nbd, cur, cursor, skip
+    while left > 0 do
+      if not dslot then
+        dslot = redis.call('LINDEX', K_DEAD, 0)
+        if not dslot then break end
+        local at = redis.call('HMGET', K_SC, 'rc', 'rs', 'rp')
+        cur, cursor, skip = tonumber(at[1] or '0'), '0', 0
+        nbd = tonumber(redis.call('HGET', K_FENCE, 'gn' .. dslot) or '') or NB_G   -- its engine-map buckets (gparams)
+        -- rs is "<slot>:<bucket>:<cursor>": a cursor is only resumed in the bucket it came from (a build that
+        -- reclaimed whole buckets, during a rolling upgrade, moves rc without knowing rs).
+        local rs_at = dslot .. ':' .. cur .. ':'
+        if at[2] and string.sub(at[2], 1, #rs_at) == rs_at then cursor = string.sub(at[2], #rs_at + 1) end
+        local rp_at = rs_at .. cursor .. ':'
+        if at[3] and string.sub(at[3], 1, #rp_at) == rp_at then skip = tonumber(string.sub(at[3], #rp_at + 1)) or 0 end
       end
-      cur, cursor, skip = cur + 1, '0', 0
-      if cur >= nbd then
-        redis.call('LPOP', K_DEAD)
-        redis.call('HDEL', K_SC, 'rc', 'rs', 'rp', 'h' .. dslot)
-        redis.call('HDEL', K_FENCE, 'gn' .. dslot, 'w' .. dslot)
-        redis.call('HDEL', K_ORPH, dslot)
-        redis.call('HDEL', K_ND, dslot)
-        dslot = nil
+      local key = K_G .. dslot .. ':' .. cur
+      local page = redis.call('HSCAN', key, cursor, 'COUNT', RECLAIM_PAGE)
+      left = left - 1
+      local kv = page[2]
+      local islot = tonumber(dslot)
+      local total = #kv / 2
+      local upto = skip
+      while upto < total and left > 0 do
+        upto = upto + 1
+        left = left - reclaim_entry(kv[2 * upto], islot)
       end
-    end
-  end
-  if dslot then   -- (read in this call, so its position moved)
-    local rs = dslot .. ':' .. cur .. ':' .. cursor
-    redis.call('HSET', K_SC, 'rc', cur, 'rs', rs, 'rp', rs .. ':' .. skip)
-  end
-  eflush()
-  if softn > 0 then
-    local due = redis.call('ZRANGEBYSCORE', K_SX, '-inf', num(now), 'LIMIT', '0', istr(softn))
-    for _, m in ipairs(due) do
-      local seq, slot = string.sub(m, 1, 8), struct.unpack('>I4', m, 9)
-      local b = sbucket(seq)
-      local s = redis.call('HGET', b, seq)
-      if s then
-        local parts = {}
-        for off = 1, #s, 12 do
-          local sl = struct.unpack('>I4', s, off)
-          if sl ~= slot then parts[#parts + 1] = string.sub(s, off, off + 11) end
+      if upto < total then
+        skip = upto   -- the rest of this page next time
+      elseif page[1] ~= '0' then
+        cursor, skip = page[1], 0
+      else
+        if total > 0 or cursor ~= '0' then   -- (a first page that is empty and last: the bucket does not exist)
+          redis.call('DEL', key)
+          left = left - 1
         end
-        if #parts == 0 then redis.call('HDEL', b, seq) else redis.call('HSET', b, seq, table.concat(parts)) end
+        cur, cursor, skip = cur + 1, '0', 0
+        if cur >= nbd then
+          redis.call('LPOP', K_DEAD)
+          redis.call('HDEL', K_SC, 'rc', 'rs', 'rp', 'h' .. dslot)
+          redis.call('HDEL', K_FENCE, 'gn' .. dslot, 'w' .. dslot)
+          redis.call('HDEL', K_ORPH, dslot)
+          redis.call('HDEL', K_ND, dslot)
+          dslot = nil
+        end
       end
-      redis.call('ZREM', K_SX, m)
     end
-  end
+    if dslot then   -- (read in this call, so its position moved)
+      local rs = dslot .. ':' .. cur .. ':' .. cursor
+      redis.call('HSET', K_SC, 'rc', cur, 'rs', rs, 'rp', rs .. ':' .. skip)
+    end
+    eflush()
+    if softn > 0 then
+      local due = redis.call('ZRANGEBYSCORE', K_SX, '-inf', num(now), 'LIMIT', '0', istr(softn))
+      for _, m in ipairs(due) do
+        local seq, slot = string.sub(m, 1, 8), struct.unpack('>I4', m, 9)
+        local b = sbucket(seq)
+        local s = redis.call('HGET', b, seq)
+        if s then
+          local parts = {}
+          for off = 1, #s, 12 do
+            local sl = struct.unpack('>I4', s, off)
+            if sl ~= slot then parts[#parts + 1] = string.sub(s, off, off + 11) end
+          end
+          if #parts == 0 then redis.call('HDEL', b, seq) else redis.call('HSET', b, seq, table.concat(parts)) end
+        end
+        redis.call('ZREM', K_SX, m)
+      end
+    end
   end
 end
 
