@@ -37,7 +37,8 @@ func TestChurn(t *testing.T) {
 		got := map[string]int{}
 		for _, op := range rep.Ops {
 			got[op.Op] = op.Calls
-			if op.MaxUs < op.P50Us || op.P50Us <= 0 {
+			// (a memory store's done can take less than the clock's step: only Redis calls must show time)
+			if op.MaxUs < op.P50Us || op.P50Us < 0 || (url != "memory" && op.P50Us <= 0) {
 				t.Errorf("%s: %+v", url, op)
 			}
 		}
