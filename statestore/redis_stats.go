@@ -20,6 +20,9 @@ type ServerStats struct {
 	// CPUSeconds is INFO cpu used_cpu_user + used_cpu_sys, seconds of CPU the server processes have used
 	// since they started (parsing, scripts, replies, background work).
 	CPUSeconds float64
+	// CPUSysSeconds is the used_cpu_sys part of CPUSeconds: the kernel's share (sockets, epoll, page
+	// faults), which tells a per-request cost of the host from the server's own work in user space.
+	CPUSysSeconds float64
 	// UsedMemory is INFO memory used_memory, bytes.
 	UsedMemory float64
 	// Calls and CommandUsec sum INFO commandstats over every command: calls and µs spent inside
@@ -29,7 +32,7 @@ type ServerStats struct {
 
 // Sub is s − o, field by field (the counters of a measured phase).
 func (s ServerStats) Sub(o ServerStats) ServerStats {
-	return ServerStats{CPUSeconds: s.CPUSeconds - o.CPUSeconds, UsedMemory: s.UsedMemory - o.UsedMemory,
+	return ServerStats{CPUSeconds: s.CPUSeconds - o.CPUSeconds, CPUSysSeconds: s.CPUSysSeconds - o.CPUSysSeconds, UsedMemory: s.UsedMemory - o.UsedMemory,
 		Calls: s.Calls - o.Calls, CommandUsec: s.CommandUsec - o.CommandUsec}
 }
 
@@ -64,24 +67,33 @@ func (r *Redis) InfoField(ctx context.Context, section, field string) (float64, 
 
 // InfoCPU is used_cpu_user + used_cpu_sys summed over the nodes, seconds.
 func (r *Redis) InfoCPU(ctx context.Context) (float64, error) {
-	total := 0.0
-	err := r.infoLines(ctx, "cpu", func(line string) {
+	user, sys, err := r.infoCPUParts(ctx)
+	return user + sys, err
+}
+
+// infoCPUParts is used_cpu_user and used_cpu_sys, each summed over the nodes, seconds.
+func (r *Redis) infoCPUParts(ctx context.Context) (user, sys float64, err error) {
+	err = r.infoLines(ctx, "cpu", func(line string) {
 		k, v, _ := strings.Cut(line, ":")
-		if k == "used_cpu_user" || k == "used_cpu_sys" {
-			f, _ := strconv.ParseFloat(v, 64)
-			total += f
+		f, _ := strconv.ParseFloat(v, 64)
+		switch k {
+		case "used_cpu_user":
+			user += f
+		case "used_cpu_sys":
+			sys += f
 		}
 	})
-	return total, err
+	return user, sys, err
 }
 
 // Stats takes one snapshot of CPU, memory and commandstats over the nodes.
 func (r *Redis) Stats(ctx context.Context) (ServerStats, error) {
 	var s ServerStats
-	var err error
-	if s.CPUSeconds, err = r.InfoCPU(ctx); err != nil {
+	user, sys, err := r.infoCPUParts(ctx)
+	if err != nil {
 		return s, err
 	}
+	s.CPUSeconds, s.CPUSysSeconds = user+sys, sys
 	if s.UsedMemory, err = r.InfoField(ctx, "memory", "used_memory"); err != nil {
 		return s, err
 	}

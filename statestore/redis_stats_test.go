@@ -77,7 +77,7 @@ func TestRedisStatsAndNamespace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := after.Sub(before); d.CPUSeconds < 0 || d.Calls < 4 || d.CommandUsec <= 0 || d.UsedMemory <= 0 {
+	if d := after.Sub(before); d.CPUSeconds < 0 || d.CPUSysSeconds < 0 || d.CPUSysSeconds > d.CPUSeconds || d.Calls < 4 || d.CommandUsec <= 0 || d.UsedMemory <= 0 {
 		t.Errorf("stats delta %+v", d)
 	}
 

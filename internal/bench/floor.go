@@ -42,8 +42,10 @@ type FloorRun struct {
 	ServiceP50us float64 `json:"service_p50_us"`
 	ServiceP99us float64 `json:"service_p99_us"`
 	RedisCPUus   float64 `json:"redis_cpu_us_per_decision"`
-	LoadBefore   LoadAvg `json:"loadavg_before"`
-	LoadAfter    LoadAvg `json:"loadavg_after"`
+	// RedisCPUSysUs is the kernel's part of RedisCPUus (used_cpu_sys).
+	RedisCPUSysUs float64 `json:"redis_cpu_sys_us_per_decision"`
+	LoadBefore    LoadAvg `json:"loadavg_before"`
+	LoadAfter     LoadAvg `json:"loadavg_after"`
 }
 
 // RunFloor drives the bare decision (route, then done, one FCALL each, none of kvrouter's logic) at each
@@ -97,10 +99,11 @@ func RunFloor(ctx context.Context, st *statestore.Redis, o FloorOptions) ([]Floo
 				ServiceP99us: quantileUs(svc, 0.99), LoadBefore: ph.load, LoadAfter: ReadLoadAvg()}
 			if len(lat) > 0 {
 				run.RedisCPUus = d.CPUSeconds * 1e6 / float64(len(lat))
+				run.RedisCPUSysUs = d.CPUSysSeconds * 1e6 / float64(len(lat))
 			}
 			if o.Log != nil {
-				fmt.Fprintf(o.Log, "floor %6.0f/s run %d: p50 %5.0f µs  p99 %6.0f µs  max %6.0f µs  lag p50 %4.0f  service p50 %5.0f p99 %6.0f  Redis CPU %6.1f µs/decision  load %.2f\n",
-					rate, r, run.P50us, run.P99us, run.MaxUs, run.LagP50us, run.ServiceP50us, run.ServiceP99us, run.RedisCPUus, run.LoadAfter[0])
+				fmt.Fprintf(o.Log, "floor %6.0f/s run %d: p50 %5.0f µs  p99 %6.0f µs  max %6.0f µs  lag p50 %4.0f  service p50 %5.0f p99 %6.0f  Redis CPU %6.1f µs/decision (sys %5.1f)  load %.2f\n",
+					rate, r, run.P50us, run.P99us, run.MaxUs, run.LagP50us, run.ServiceP50us, run.ServiceP99us, run.RedisCPUus, run.RedisCPUSysUs, run.LoadAfter[0])
 			}
 			out = append(out, run)
 		}

@@ -106,6 +106,9 @@ type RouteRun struct {
 	// `done` included; ExclDone subtracts this repeat's calibrated CPU per done.
 	RedisCPUus         float64 `json:"redis_cpu_us_per_decision,omitempty"`
 	RedisCPUusExclDone float64 `json:"redis_cpu_us_per_decision_excl_done,omitempty"`
+	// RedisCPUSysUs is the kernel's part of RedisCPUus (used_cpu_sys): per-request socket and event-loop
+	// cost, which grows when calls arrive one at a time (open loop) instead of batched.
+	RedisCPUSysUs float64 `json:"redis_cpu_sys_us_per_decision,omitempty"`
 	// DecisionsPerCoreS is 1e6 / RedisCPUus: decisions (with their done) per Redis core-second.
 	DecisionsPerCoreS float64 `json:"decisions_per_redis_core_s,omitempty"`
 	// CommandUs and Calls: INFO commandstats deltas (all commands) per decision; command time omits
@@ -186,6 +189,7 @@ type RouteSummary struct {
 	ServiceP99us       Summary `json:"service_p99_us"`
 	RedisCPUus         Summary `json:"redis_cpu_us_per_decision"`
 	RedisCPUusExclDone Summary `json:"redis_cpu_us_per_decision_excl_done"`
+	RedisCPUSysUs      Summary `json:"redis_cpu_sys_us_per_decision"`
 	DecisionsPerCoreS  Summary `json:"decisions_per_redis_core_s"`
 	CommandUs          Summary `json:"command_us_per_decision"`
 	// SlowCalls sums the namespace's SLOWLOG entries over the repeats; SlowMaxUs is the longest.
@@ -457,6 +461,7 @@ func routeRun(ctx context.Context, st statestore.Store, pool string, prompts []b
 	}
 	if server && n > 0 {
 		run.RedisCPUus = d.CPUSeconds * 1e6 / float64(n)
+		run.RedisCPUSysUs = d.CPUSysSeconds * 1e6 / float64(n)
 		if done {
 			run.RedisCPUusExclDone = run.RedisCPUus - doneUs
 		}
@@ -544,6 +549,7 @@ func summarizeRoute(runs []RouteRun) []RouteSummary {
 			ServiceP99us:       col(func(r RouteRun) float64 { return r.ServiceP99us }),
 			RedisCPUus:         col(func(r RouteRun) float64 { return r.RedisCPUus }),
 			RedisCPUusExclDone: col(func(r RouteRun) float64 { return r.RedisCPUusExclDone }),
+			RedisCPUSysUs:      col(func(r RouteRun) float64 { return r.RedisCPUSysUs }),
 			DecisionsPerCoreS:  col(func(r RouteRun) float64 { return r.DecisionsPerCoreS }),
 			CommandUs:          col(func(r RouteRun) float64 { return r.CommandUs }),
 		}

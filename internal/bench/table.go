@@ -46,11 +46,11 @@ func writeRouteTable(w io.Writer, rep RouteReport) {
 		}
 		rows = append(rows, []string{name, fmt.Sprint(s.Workers), fmt.Sprint(s.PromptBlocks), fmt.Sprint(s.Clients), mode,
 			fmtSummary(s.DecisionsPerS, 0), fmtSummary(s.P50us, 0), fmtSummary(s.P99us, 0), fmtSummary(s.MaxUs, 0),
-			fmtSummary(s.LagP50us, 0), fmtSummary(s.ServiceP50us, 0), fmtSummary(s.ServiceP99us, 0), fmtSummary(s.RedisCPUus, 1), fmtSummary(s.RedisCPUusExclDone, 1), fmtSummary(s.DecisionsPerCoreS, 0),
+			fmtSummary(s.LagP50us, 0), fmtSummary(s.ServiceP50us, 0), fmtSummary(s.ServiceP99us, 0), fmtSummary(s.RedisCPUus, 1), fmtSummary(s.RedisCPUusExclDone, 1), fmtSummary(s.RedisCPUSysUs, 1), fmtSummary(s.DecisionsPerCoreS, 0),
 			fmtSummary(s.CommandUs, 1), slow, fmtSummary(s.Load, 2)})
 	}
 	writeTable(w, []string{"store", "workers", "prompt", "clients", "mode", "decisions/s", "p50 µs", "p99 µs", "max µs",
-		"lag p50 µs", "service p50", "service p99", "Redis CPU µs/dec", "excl. done", "dec/Redis core-s", "cmd µs/dec", "slowlog mine/all", "load 1m"}, rows)
+		"lag p50 µs", "service p50", "service p99", "Redis CPU µs/dec", "excl. done", "of it sys", "dec/Redis core-s", "cmd µs/dec", "slowlog mine/all", "load 1m"}, rows)
 	for _, r := range rep.Runs {
 		if r.Slowlog != nil && r.Slowlog.ThresholdUs != 1000 {
 			fmt.Fprintf(w, "note: the server logs calls slower than %d µs (slowlog-log-slower-than), so the slowlog column counts those, not calls over 1 ms; --slowlog-us 1000 sets it for the run\n", r.Slowlog.ThresholdUs)
