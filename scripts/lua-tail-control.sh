@@ -10,7 +10,10 @@
 # scripts/bench-tail.sh does), loads two functions and calls each CALLS times (default 60,000) from one
 # redis-benchmark client pinned to the other CPU:
 #   spin  — ITERATIONS (default 12,000, ~215 µs here) integer steps of arithmetic in a local: no allocation;
-#   alloc — a twentieth as many string creations into a small table: garbage every call (Lua GC runs).
+#   alloc — a twentieth as many string creations into a small table: garbage every call (Lua GC runs);
+#   mem   — a hundredth as many GETs of random keys (Park–Miller steps from a per-call seed) in a keyspace
+#           of 1 M keys with 100-byte values (~180 MB, written first with redis-benchmark): work that
+#           misses the caches like a route call at 4,096 workers (~140 MB), which spin and alloc do not.
 # Prints each one's mean time per call (commandstats) and its SLOWLOG calls over 1 ms with the longest.
 set -euo pipefail
 port="${1:?usage: scripts/lua-tail-control.sh PORT [CALLS] [ITERATIONS]}"
@@ -29,13 +32,23 @@ redis.register_function('tail_alloc', function(keys, args)
   local n, t = tonumber(args[1]), {}
   for i = 1, n do t[i % 64 + 1] = 'k' .. i end
   return #t
-end)" >/dev/null
+end)
+redis.register_function{function_name = 'tail_mem', flags = {'no-writes'}, callback = function(keys, args)
+  local n, x, hit = tonumber(args[1]), tonumber(args[2]) % 2147483646 + 1, 0
+  for _ = 1, n do
+    x = (x * 16807) % 2147483647
+    if redis.call('GET', string.format('key:%012d', x % 1000000)) then hit = hit + 1 end
+  end
+  return hit
+end}" >/dev/null
+"${PIN[@]}" redis-benchmark -p "$port" -t set -r 1000000 -n 2000000 -d 100 -P 64 -c 1 -q >/dev/null 2>&1
+echo "lua-tail-control: mem's keyspace $(redis-cli -p "$port" dbsize) keys, $(redis-cli -p "$port" info memory | grep -o 'used_memory_human:[^[:space:]]*'), a call's hits $(redis-cli -p "$port" fcall tail_mem 0 $((iters / 100)) 12345) of $((iters / 100))"
 echo "lua-tail-control: $calls calls each, load $(cut -d' ' -f1-3 /proc/loadavg)"
-for f in "tail_spin $iters" "tail_alloc $((iters / 20))"; do
-  read -r name n <<<"$f"
+for f in "tail_spin $iters" "tail_alloc $((iters / 20))" "tail_mem $((iters / 100)) __rand_int__"; do
+  read -r name n seed <<<"$f"
   redis-cli -p "$port" slowlog reset >/dev/null
   redis-cli -p "$port" config resetstat >/dev/null
-  "${PIN[@]}" redis-benchmark -p "$port" -n "$calls" -c 1 -q FCALL "$name" 0 "$n" >/dev/null 2>&1
+  "${PIN[@]}" redis-benchmark -p "$port" -n "$calls" -c 1 -r 1000000000 -q FCALL "$name" 0 "$n" ${seed:+"$seed"} >/dev/null 2>&1
   mean=$(redis-cli -p "$port" info commandstats | grep -o 'cmdstat_fcall:.*usec_per_call=[0-9.]*' | grep -o '[0-9.]*$')
   summary=$(python3 "$(dirname "${BASH_SOURCE[0]}")/slowlog_summary.py" "$port" | grep "FCALL $name" || true)
   printf '%-11s %6s µs per call   calls over 1 ms: %s\n' "$name" "$mean" "${summary:-none}"
