@@ -23,30 +23,17 @@ out="${OUT:-/tmp/bench-tail-$port.json}"
 kvr="${KVROUTER:-bin/kvrouter}"
 [[ -x "$kvr" ]] || go build -o "$kvr" ./cmd/kvrouter
 
-command -v cc >/dev/null || { echo "bench-tail: needs a C compiler (cc) for scripts/stallprobe/stallprobe.c" >&2; exit 2; }
 . scripts/own-redis.sh
 own_redis_start bench-tail "$port" --slowlog-max-len 4096
-cleanup() {
-  [[ -n "${probe_pid:-}" ]] && kill "$probe_pid" 2>/dev/null || true
-  own_cleanup
-}
-trap cleanup EXIT
-
-# The probe (scripts/stallprobe/stallprobe.c: a wake-up costs a few µs) on Redis's CPU above Redis's
-# priority, one wake-up per STALL_PERIOD_US (default 250 µs).
-cc -O2 -o "$own_dir/stallprobe" scripts/stallprobe/stallprobe.c
-own_pin 20 "$own_last"
-"${PIN[@]}" "$own_dir/stallprobe" --period-us "${STALL_PERIOD_US:-250}" --threshold-us "${STALL_THRESHOLD_US:-200}" >"$out.probe" &
-probe_pid=$!
+# The probe on Redis's CPU above Redis's priority (own-redis.sh: one wake-up per STALL_PERIOD_US).
+own_probe_start "$out.probe"
 
 # The server logs calls over 1 ms for the whole benchmark (index loading included), and the index is kept
 # (--prefix) rather than dropped key by key: the server is this script's and is shut down after.
 redis-cli -p "$port" config set slowlog-log-slower-than 1000 >/dev/null
 own_pin 5 "$own_rest"
 "${PIN[@]}" "$kvr" bench route --store "redis://127.0.0.1:$port" --slowlog-us 1000 --prefix tail: "$@" >"$out"
-kill -TERM "$probe_pid"
-wait "$probe_pid" || true
-probe_pid=
+own_probe_stop
 
 python3 scripts/tail_attribution.py "$out" "$out.probe"
 echo "Whole benchmark (index loading, calibration and runs):"

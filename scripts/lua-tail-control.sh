@@ -22,19 +22,8 @@ calls="${2:-60000}"
 iters="${3:-12000}"
 . "$(dirname "${BASH_SOURCE[0]}")/own-redis.sh"
 own_redis_start lua-tail-control "$port" --slowlog-log-slower-than 1000 --slowlog-max-len 10000
-if [[ ${PROBE:-0} == 1 ]]; then
-  # The same stall probe scripts/bench-tail.sh runs on Redis's CPU above Redis's priority, so the controls
-  # and bench-tail's calls are preempted alike (one wake-up per STALL_PERIOD_US, default 250 µs).
-  cleanup() {
-    [[ -n "${probe_pid:-}" ]] && kill "$probe_pid" 2>/dev/null || true
-    own_cleanup
-  }
-  trap cleanup EXIT
-  cc -O2 -o "$own_dir/stallprobe" "$(dirname "${BASH_SOURCE[0]}")/stallprobe/stallprobe.c"
-  own_pin 20 "$own_last"
-  "${PIN[@]}" "$own_dir/stallprobe" --period-us "${STALL_PERIOD_US:-250}" --threshold-us 200 >"$own_dir/probe.json" &
-  probe_pid=$!
-fi
+# The same stall probe scripts/bench-tail.sh runs, so the controls and bench-tail's calls are preempted alike.
+if [[ ${PROBE:-0} == 1 ]]; then own_probe_start "$own_dir/probe.json"; fi
 own_pin 5 "$own_rest"
 redis-cli -p "$port" function load "#!lua name=kvrouter_tail_control
 redis.register_function('tail_spin', function(keys, args)

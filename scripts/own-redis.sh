@@ -7,6 +7,7 @@
 #   own_pin PRIO CPUS                                   # sets PIN=(taskset -c CPUS chrt -f PRIO), or () without root
 #   own_last / own_rest                                 # the last CPU / the others, for own_pin
 #   own_cpu                                             # prints the server's Redis CPU seconds (INFO user + sys)
+#   own_probe_start FILE / own_probe_stop               # the stall probe on the server's CPU, its JSON to FILE
 # REDIS_SERVER picks the server binary (default: redis-server on PATH; e.g. a build with symbols or a
 # diagnostic build); OWN_LOG=FILE keeps a copy of the server's log at exit.
 
@@ -30,6 +31,26 @@ own_cleanup() {
   redis-cli -p "$own_port" shutdown nosave >/dev/null 2>&1 || true
   if [[ -n "${OWN_LOG:-}" ]]; then cp "$own_dir/redis.log" "$OWN_LOG" || true; fi
   rm -rf "$own_dir"
+}
+
+# own_probe_start runs scripts/stallprobe/stallprobe.c (built with cc; a wake-up costs a few µs) on the
+# server's CPU above the server's priority, one wake-up per STALL_PERIOD_US (default 250 µs), stalls over
+# STALL_THRESHOLD_US (default 200) to FILE; the EXIT trap stops it before the server. Changes PIN.
+own_probe_start() {
+  command -v cc >/dev/null || { echo "own-redis: the stall probe needs a C compiler (cc)" >&2; exit 2; }
+  cc -O2 -o "$own_dir/stallprobe" "$(dirname "${BASH_SOURCE[0]}")/stallprobe/stallprobe.c"
+  own_pin 20 "$own_last"
+  "${PIN[@]}" "$own_dir/stallprobe" --period-us "${STALL_PERIOD_US:-250}" --threshold-us "${STALL_THRESHOLD_US:-200}" >"$1" &
+  own_probe_pid=$!
+  trap 'own_probe_stop; own_cleanup' EXIT
+}
+
+# own_probe_stop stops the probe (it writes its summary on SIGTERM) and waits for it.
+own_probe_stop() {
+  [[ -n "${own_probe_pid:-}" ]] || return 0
+  kill -TERM "$own_probe_pid" 2>/dev/null || true
+  wait "$own_probe_pid" || true
+  own_probe_pid=
 }
 
 own_redis_start() {
