@@ -7,12 +7,12 @@
 #   scripts/lua-tail-control.sh PORT [CALLS] [ITERATIONS]
 #
 # Starts its own redis-server on PORT (pinned to the last CPU at SCHED_FIFO 10 as root, as
-# scripts/bench-tail.sh does), loads two functions and calls each CALLS times (default 60,000) from one
+# scripts/bench-tail.sh does), loads three functions and calls each CALLS times (default 60,000) from one
 # redis-benchmark client pinned to the other CPU:
 #   spin  — ITERATIONS (default 12,000, ~215 µs here) integer steps of arithmetic in a local: no allocation;
 #   alloc — a twentieth as many string creations into a small table: garbage every call (Lua GC runs);
-#   mem   — a hundredth as many GETs of random keys (Park–Miller steps from a per-call seed) in a keyspace
-#           of 1 M keys with 100-byte values (~180 MB, written first with redis-benchmark): work that
+#   mem   — a hundredth as many GETs of random keys (Park–Miller steps from a per-call seed) in a space of
+#           1 M names, ~864 k of them written first with 100-byte values by redis-benchmark (~167 MB): work that
 #           misses the caches like a route call at 4,096 workers (~140 MB), which spin and alloc do not.
 # Prints each one's mean time per call (commandstats) and its SLOWLOG calls over 1 ms with the longest.
 # PROBE=1 runs scripts/bench-tail.sh's stall probe on Redis's CPU meanwhile, as bench-tail does.
