@@ -27,6 +27,7 @@ func runBenchFloor(ctx context.Context, args []string) error {
 	dur := fs.Duration("duration", 4*time.Second, "each run's schedule")
 	senders := fs.Int("senders", 64, "the most calls in flight")
 	repeat := fs.Int("repeat", 3, "runs per rate")
+	spinTail := spinTailFlag(fs)
 	routeKeys := fs.String("route-keys", "", "kvrouter_floor_route's keys")
 	routeArgs := fs.String("route-args", "", "kvrouter_floor_route's arguments")
 	doneKeys := fs.String("done-keys", "", "kvrouter_floor_done's keys")
@@ -34,7 +35,10 @@ func runBenchFloor(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	o := bench.FloorOptions{Duration: *dur, Senders: *senders, Repeat: *repeat, RouteFn: "kvrouter_floor_route", DoneFn: "kvrouter_floor_done",
+	if *spinTail < 0 {
+		return fmt.Errorf("--spin-tail %v: want >= 0", *spinTail)
+	}
+	o := bench.FloorOptions{Duration: *dur, Senders: *senders, Repeat: *repeat, SpinTail: *spinTail, RouteFn: "kvrouter_floor_route", DoneFn: "kvrouter_floor_done",
 		RouteKeys: split1f(*routeKeys), RouteArgs: split1f(*routeArgs), DoneKeys: split1f(*doneKeys), DoneArgs: split1f(*doneArgs), Log: os.Stderr}
 	for _, f := range strings.Split(*rates, ",") {
 		r, err := strconv.ParseFloat(strings.TrimSpace(f), 64)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io/fs"
 	"os"
@@ -21,7 +22,7 @@ func init() {
 
 func runBenchRoute(ctx context.Context, args []string) error {
 	fs := newFlagSet("bench route", "bench route [--store memory,redis://…] [--workers 16,64,…] [--prompt 64,512,…] [--blocks M] [--sharing K]\n"+
-		"                   [--clients 1,16] [--duration D | --routes N] [--rate R|half [--senders S]] [--repeat N] [--no-done]\n"+
+		"                   [--clients 1,16] [--duration D | --routes N] [--rate R|half [--senders S] [--spin-tail D]] [--repeat N] [--no-done]\n"+
 		"                   [--slowlog-us US] [--prefix P] [--route-script LIB.lua:ROUTE.lua,...]\n\n"+
 		"One run per (workers, prompt, store, clients) combination, each repeated --repeat times; JSON on stdout\n"+
 		"(every run and the median/min/max summaries), a text table on stderr. Redis figures are INFO deltas over\n"+
@@ -37,6 +38,7 @@ func runBenchRoute(ctx context.Context, args []string) error {
 	routes := fs.Int("routes", 0, "decisions per client per run instead of --duration (0 = use --duration)")
 	rateFlag := fs.String("rate", "", "also run open loop at this many decisions/s, or \"half\" of the closed-loop run's decisions/s; empty = closed loop only")
 	senders := fs.Int("senders", 64, "most decisions in flight in an open-loop run (at least the run's clients), so the rate holds through a stall")
+	spinTail := spinTailFlag(fs)
 	promptPool := fs.Int("prompt-pool", 1024, "prompts hashed before the runs; decisions draw from them (client work outside the timed window)")
 	noDone := fs.Bool("no-done", false, "do not call done after each decision (loads grow through the run)")
 	repeat := fs.Int("repeat", 3, "runs per combination (median, min, max reported)")
@@ -49,7 +51,7 @@ func runBenchRoute(ctx context.Context, args []string) error {
 		return err
 	}
 	o := bench.RouteOptions{Blocks: *blocks, Sharing: *sharing, Duration: *duration, Routes: *routes, NoDone: *noDone,
-		Repeat: *repeat, Senders: *senders, PromptPool: *promptPool, Calibrate: *calibrate, PredictedTTLMs: predTTL.Milliseconds(), Log: os.Stderr}
+		Repeat: *repeat, Senders: *senders, SpinTail: *spinTail, PromptPool: *promptPool, Calibrate: *calibrate, PredictedTTLMs: predTTL.Milliseconds(), Log: os.Stderr}
 	if *calibrate == 0 {
 		o.Calibrate = -1
 	}
@@ -72,8 +74,8 @@ func runBenchRoute(ctx context.Context, args []string) error {
 			return fmt.Errorf("--rate %q: want decisions/s > 0 or \"half\"", *rateFlag)
 		}
 	}
-	if *repeat < 1 || *routes < 0 || *sharing < 1 || *senders < 1 || *promptPool < 1 || *calibrate < 0 || *slowlogUs < 0 {
-		return fmt.Errorf("--repeat, --sharing, --senders and --prompt-pool must be >= 1, --routes, --calibrate and --slowlog-us >= 0")
+	if *repeat < 1 || *routes < 0 || *sharing < 1 || *senders < 1 || *promptPool < 1 || *calibrate < 0 || *slowlogUs < 0 || *spinTail < 0 {
+		return fmt.Errorf("--repeat, --sharing, --senders and --prompt-pool must be >= 1, --routes, --calibrate, --slowlog-us and --spin-tail >= 0")
 	}
 	var names, sources []string
 	for _, pair := range strings.Split(*scripts, ",") {
@@ -205,4 +207,11 @@ func routeScriptVariant(pair string) (string, error) {
 	// called, so ROUTE may come from a revision of either form.
 	return string(prelude) + "\n" + string(lib) + "\nlocal function kvr_op(KEYS, ARGV)\n" + string(body) + "\nend\n" +
 		"local kvr_r = kvr_op(KEYS, ARGV)\nif type(kvr_r) == 'function' then return kvr_r(KEYS, ARGV) end\nreturn kvr_r\n", nil
+}
+
+// spinTailFlag is --spin-tail of the open-loop benchmarks (bench route --rate, bench floor): how long
+// before a call's scheduled time its sender stops sleeping and spins, so the generator's own wake-up is
+// not counted as latency (bench.RouteOptions.SpinTail).
+func spinTailFlag(fs *flag.FlagSet) *time.Duration {
+	return fs.Duration("spin-tail", bench.DefaultSpinTail, "open loop: a sender sleeps until this long before its call's scheduled time and spins the rest, so the generator's wake-up lag is not counted as latency; 0 = sleep only")
 }

@@ -20,6 +20,8 @@ type FloorOptions struct {
 	Senders int
 	// Repeat is the runs per rate (default 3).
 	Repeat int
+	// SpinTail: as RouteOptions.SpinTail (0 = sleep only), so the floor and kvrouter are driven alike.
+	SpinTail time.Duration
 	// RouteFn and DoneFn are the library's functions (kvrouter_floor_route, kvrouter_floor_done), called
 	// with RouteKeys/RouteArgs and DoneKeys/DoneArgs (scripts/redis-floor.sh builds them).
 	RouteFn, DoneFn      string
@@ -32,13 +34,15 @@ type FloorOptions struct {
 // FloorRun is one open-loop run of the bare decision: route's latency from its scheduled time (µs), its
 // send lag and service time, and the Redis CPU per decision (route + done, INFO cpu delta).
 type FloorRun struct {
-	Rate         float64 `json:"rate"`
-	Run          int     `json:"run"`
-	Decisions    int     `json:"decisions"`
-	P50us        float64 `json:"p50_us"`
-	P99us        float64 `json:"p99_us"`
-	MaxUs        float64 `json:"max_us"`
-	LagP50us     float64 `json:"send_lag_p50_us"`
+	Rate      float64 `json:"rate"`
+	Run       int     `json:"run"`
+	Decisions int     `json:"decisions"`
+	P50us     float64 `json:"p50_us"`
+	P99us     float64 `json:"p99_us"`
+	MaxUs     float64 `json:"max_us"`
+	LagP50us  float64 `json:"send_lag_p50_us"`
+	// SpinTailUs is the generator's spin tail (FloorOptions.SpinTail), µs; 0: senders only slept.
+	SpinTailUs   float64 `json:"spin_tail_us"`
 	ServiceP50us float64 `json:"service_p50_us"`
 	ServiceP99us float64 `json:"service_p99_us"`
 	RedisCPUus   float64 `json:"redis_cpu_us_per_decision"`
@@ -83,7 +87,7 @@ func RunFloor(ctx context.Context, st *statestore.Redis, o FloorOptions) ([]Floo
 			if err != nil {
 				return nil, err
 			}
-			lat, _, lag, svc, err := runLoad(ctx, newSleepClock(), loadSpec{Senders: o.Senders, Rate: rate, Duration: o.Duration}, call)
+			lat, _, lag, svc, err := runLoad(ctx, openLoopClock(o.SpinTail), loadSpec{Senders: o.Senders, Rate: rate, Duration: o.Duration}, call)
 			if err != nil {
 				return nil, err
 			}
@@ -95,7 +99,7 @@ func RunFloor(ctx context.Context, st *statestore.Redis, o FloorOptions) ([]Floo
 			slices.Sort(lag)
 			slices.Sort(svc)
 			run := FloorRun{Rate: rate, Run: r, Decisions: len(lat), P50us: quantileUs(lat, 0.5), P99us: quantileUs(lat, 0.99),
-				MaxUs: quantileUs(lat, 1), LagP50us: quantileUs(lag, 0.5), ServiceP50us: quantileUs(svc, 0.5),
+				MaxUs: quantileUs(lat, 1), LagP50us: quantileUs(lag, 0.5), SpinTailUs: float64(o.SpinTail) / 1e3, ServiceP50us: quantileUs(svc, 0.5),
 				ServiceP99us: quantileUs(svc, 0.99), LoadBefore: ph.load, LoadAfter: ReadLoadAvg()}
 			if len(lat) > 0 {
 				run.RedisCPUus = d.CPUSeconds * 1e6 / float64(len(lat))

@@ -38,6 +38,10 @@ type RouteOptions struct {
 	// Senders is the most calls in flight of an open-loop run (at least its clients): enough that
 	// the fixed rate holds through a stall instead of turning the run into a closed loop. Default 64.
 	Senders int
+	// SpinTail: an open-loop sender sleeps until this long before its call's scheduled time and spins
+	// the rest (spinTailClock), so the generator's own wake-up is not counted as the store's latency.
+	// 0 = sleep only (the send lag then holds the wake-up). The command's default: DefaultSpinTail.
+	SpinTail time.Duration
 	// Duration of each run, unless Routes > 0: then each run makes Routes·clients decisions.
 	Duration time.Duration
 	Routes   int
@@ -88,8 +92,10 @@ type RouteRun struct {
 	Mode         string  `json:"mode"` // "closed" or "open"
 	Repeat       int     `json:"repeat"`
 	TargetRate   float64 `json:"target_rate,omitempty"`
-	Decisions    int     `json:"decisions"`
-	Seconds      float64 `json:"seconds"`
+	// SpinTailUs is the open-loop generator's spin tail (RouteOptions.SpinTail), µs; 0: senders only slept.
+	SpinTailUs float64 `json:"spin_tail_us,omitempty"`
+	Decisions  int     `json:"decisions"`
+	Seconds    float64 `json:"seconds"`
 	// DecisionsPerS achieved; latencies in µs (open loop: from the scheduled send time).
 	DecisionsPerS float64 `json:"decisions_per_s"`
 	P50us         float64 `json:"p50_us"`
@@ -342,7 +348,8 @@ func routeCombination(ctx context.Context, t RouteTarget, workers, prompt int, o
 				}
 				open := base
 				open.Clients, open.Mode, open.TargetRate = clients, "open", rate
-				spec.Rate, spec.Senders = rate, max(clients, o.Senders)
+				spec.Rate, spec.Senders, spec.SpinTail = rate, max(clients, o.Senders), o.SpinTail
+				open.SpinTailUs = float64(o.SpinTail) / 1e3
 				if err := routeRun(ctx, v.Store, b.Pool, prompts, spec, !o.NoDone, doneUs, &open); err != nil {
 					return err
 				}
@@ -437,7 +444,7 @@ func routeRun(ctx context.Context, st statestore.Store, pool string, prompts []b
 	if err != nil {
 		return err
 	}
-	lat, el, lag, svc, err := runLoad(ctx, newSleepClock(), spec, call)
+	lat, el, lag, svc, err := runLoad(ctx, openLoopClock(spec.SpinTail), spec, call)
 	if err != nil {
 		return err
 	}

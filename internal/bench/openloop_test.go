@@ -1,0 +1,85 @@
+package bench
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+)
+
+// stepClock is a fake clock whose every reading advances it by step (so a spin on it ends) and whose
+// sleeps record their target and jump to it.
+type stepClock struct {
+	mu      sync.Mutex
+	now     time.Time
+	step    time.Duration
+	reads   int
+	targets []time.Time
+}
+
+func (c *stepClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(c.step)
+	c.reads++
+	return c.now
+}
+
+func (c *stepClock) SleepUntil(_ context.Context, t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.targets = append(c.targets, t)
+	if t.After(c.now) {
+		c.now = t
+	}
+}
+
+// TestSpinTailClock: the sender sleeps until tail before the target, then spins on the clock until the
+// target (never returning early); a target nearer than tail is spun for from the start; a cancelled
+// context ends the spin even on a clock that does not move.
+func TestSpinTailClock(t *testing.T) {
+	inner := &stepClock{now: time.Unix(1000, 0), step: time.Microsecond}
+	clk := spinTailClock{inner: inner, tail: 100 * time.Microsecond}
+	target := time.Unix(1000, 0).Add(time.Second)
+	clk.SleepUntil(context.Background(), target)
+	if len(inner.targets) != 1 || !inner.targets[0].Equal(target.Add(-100*time.Microsecond)) {
+		t.Fatalf("inner sleeps %v, want one until %v", inner.targets, target.Add(-100*time.Microsecond))
+	}
+	if now := inner.now; now.Before(target) {
+		t.Fatalf("returned %v before the target", target.Sub(now))
+	}
+	if inner.reads < 100 {
+		t.Fatalf("%d clock readings: the last 100 µs were not spun", inner.reads)
+	}
+
+	// A target 30 µs ahead: the inner sleep's target is already past, the spin does the rest.
+	near := inner.now.Add(30 * time.Microsecond)
+	clk.SleepUntil(context.Background(), near)
+	if inner.now.Before(near) {
+		t.Fatalf("near target: returned early")
+	}
+
+	frozen := &stepClock{now: time.Unix(1000, 0)}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	spinTailClock{inner: frozen, tail: time.Hour}.SleepUntil(ctx, frozen.now.Add(time.Minute)) // returns: ctx done
+}
+
+// TestOpenLoopClock: tail 0 is the plain sleeping clock, a positive tail wraps it.
+func TestOpenLoopClock(t *testing.T) {
+	if _, ok := openLoopClock(0).(spinTailClock); ok {
+		t.Fatal("tail 0: want the sleeping clock, got a spin tail")
+	}
+	c, ok := openLoopClock(DefaultSpinTail).(spinTailClock)
+	if !ok || c.tail != DefaultSpinTail {
+		t.Fatalf("tail %v: got %#v", DefaultSpinTail, openLoopClock(DefaultSpinTail))
+	}
+	// The real clock: every sleep returns at or after its target (no upper bound: that is send_lag).
+	for i := 0; i < 10; i++ {
+		target := c.Now().Add(time.Duration(20+i*60) * time.Microsecond)
+		c.SleepUntil(context.Background(), target)
+		if now := c.Now(); now.Before(target) {
+			t.Fatalf("sleep %d returned %v early", i, target.Sub(now))
+		}
+	}
+}
