@@ -17,7 +17,8 @@
 # OPENLOOP=R1,R2,… then drives the bare decision open loop at those decisions/s (`kvrouter bench floor`:
 # the schedule and clock of `kvrouter bench route --rate`; KVROUTER picks the binary, default bin/kvrouter),
 # route's latency p50/p99 from its scheduled time: the floor under SPEC §9's end-to-end latency targets at
-# the same rates (OPENLOOP_DURATION, default 4s; 3 runs per rate).
+# the same rates (OPENLOOP_DURATION, default 4s; 3 runs per rate; OPENLOOP_FLAGS, e.g. '--spin-tail 0',
+# go to `kvrouter bench floor` as they are).
 set -euo pipefail
 port="${1:?usage: scripts/redis-floor.sh PORT [REQUESTS]}"
 n="${2:-50000}"
@@ -64,6 +65,6 @@ if [[ -n "${OPENLOOP:-}" ]]; then
   join1f() { local IFS=$'\x1f'; echo "$*"; }
   "$kvr" bench floor --store "redis://127.0.0.1:$port" --rates "$OPENLOOP" --duration "${OPENLOOP_DURATION:-4s}" \
     --route-keys "$(join1f "${keys[@]}")" --route-args "$(join1f "${route_args[@]}")" \
-    --done-keys "$(join1f "${done_keys[@]}")" --done-args "$(join1f "$lease" "$member")" >/dev/null
+    --done-keys "$(join1f "${done_keys[@]}")" --done-args "$(join1f "$lease" "$member")" ${OPENLOOP_FLAGS:-} >/dev/null
 fi
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
