@@ -18,7 +18,7 @@ TEST_ENV = TESTCONTAINERS_RYUK_DISABLED=true KVROUTER_REDIS_IMAGE=$${KVROUTER_RE
 # Per-target time of `make fuzz-smoke` (a go test -fuzztime value).
 FUZZTIME ?= 8s
 
-.PHONY: build test test-short test-chaos fuzz-smoke bench lint demo redis-image clean
+.PHONY: build test test-valkey test-short test-chaos fuzz-smoke bench lint demo redis-image clean
 
 ## build: the kvrouter CLI into bin/kvrouter
 build:
@@ -33,7 +33,7 @@ redis-image:
 ## run; then the Docker Redis image is built if Docker works; then `go test -json` goes through
 ## scripts/testsummary, which prints the usual package lines and, at the end, every skipped test with
 ## its reason (under CI a skip that is not on scripts/testsummary/optional_skips.txt fails the run).
-## Under CI it then runs fuzz-smoke.
+## Then test-valkey (the Redis suites again on Valkey); under CI, fuzz-smoke.
 test:
 	@bash scripts/test-setup.sh
 	@if [ -z "$${KVROUTER_REDIS_IMAGE:-}" ] && command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then \
@@ -42,7 +42,22 @@ test:
 	fi
 	@$(GO) build -o bin/testsummary ./scripts/testsummary
 	set -o pipefail; $(TEST_ENV) $(GO) test -json -count=1 -timeout 45m ./... | bin/testsummary
+	@$(MAKE) --no-print-directory test-valkey
 	@if [ -n "$${CI:-}" ]; then $(MAKE) --no-print-directory fuzz-smoke; fi
+
+# The packages whose tests run on a server of internal/testredis (standalone and cluster; the container
+# suites in integration/ use the Redis image instead).
+VALKEY_PKGS = ./statestore/ ./luascripts/ ./server/ ./functions/ ./internal/bench/ ./cmd/kvrouter/ ./cmd/lambda-local/
+
+## test-valkey: SPEC §8 says kvrouter works on Valkey as on Redis ≥ 7.0: the packages whose tests run real
+## servers (VALKEY_PKGS: the differential and replay suites, cluster, Functions reload, the HTTP server)
+## run again with KVROUTER_REDIS_SERVER set to valkey-server (scripts/test-setup.sh installs it; on Debian 12
+## from bookworm-backports). KVROUTER_VALKEY_SERVER picks another binary.
+test-valkey:
+	@bash scripts/test-setup.sh
+	@$(GO) build -o bin/testsummary ./scripts/testsummary
+	@v="$${KVROUTER_VALKEY_SERVER:-$$(command -v valkey-server)}"; echo "test-valkey: $$v ($$("$$v" --version))"; \
+	set -o pipefail; KVROUTER_REDIS_SERVER="$$v" $(GO) test -json -count=1 -timeout 20m $(VALKEY_PKGS) | bin/testsummary
 
 ## fuzz-smoke: every fuzz target (found by scripts/fuzz-smoke.sh) for FUZZTIME each, one at a time
 ## (9 targets × 8 s plus their builds ≈ 2 min); each must have a committed seed corpus in testdata/fuzz/FuzzXxx/
