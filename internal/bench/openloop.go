@@ -34,7 +34,7 @@ func (wallClock) SleepUntil(ctx context.Context, t time.Time) {
 }
 
 // DefaultSpinTail is the open-loop senders' default spin tail (spinTailClock): 100 µs, above the p50 of
-// the timerfd's wake-up lag on the 2-core VM these benchmarks run on (35–57 µs, the sixteenth session's
+// the timerfd's wake-up lag on the 2-core VM these benchmarks run on (32–57 µs in the fifteenth and sixteenth sessions'
 // runs) and below the gap between one sender's calls at the rates of SPEC §9's half-load runs.
 const DefaultSpinTail = 100 * time.Microsecond
 
@@ -42,7 +42,7 @@ const DefaultSpinTail = 100 * time.Microsecond
 // yielding the processor on every turn (runtime.Gosched) so the client's other goroutines (the Redis
 // client's reader and writer) still run. Why: an open-loop call's latency runs from its scheduled time,
 // so the time a sleeping sender takes to wake — a timer interrupt, the netpoller, the scheduler; on this
-// VM a 35–57 µs median, the same for every store — was counted into every p50 although it is the
+// VM a 32–57 µs median, the same for every store — was counted into every p50 although it is the
 // generator's, not the system's: a call starts when its request arrives, and an ideal generator sends
 // it at its scheduled time. Spinning the last stretch starts calls within a microsecond or two of their
 // schedule (docs/PERFORMANCE.md "Sixteenth session") for up to tail of client CPU per call, at most
