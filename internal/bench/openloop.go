@@ -34,8 +34,8 @@ func (wallClock) SleepUntil(ctx context.Context, t time.Time) {
 }
 
 // DefaultSpinTail is the open-loop senders' default spin tail (spinTailClock): 100 µs, above the p50 of
-// the timerfd's wake-up lag on the 2-core VM these benchmarks run on (32–57 µs in the fifteenth and sixteenth sessions'
-// runs) and below the gap between one sender's calls at the rates of SPEC §9's half-load runs.
+// the timerfd's wake-up lag on the 2-core VM these benchmarks run on (32–57 µs, docs/PERFORMANCE.md
+// "Sixteenth session") and below the gap between one sender's calls at SPEC §9's half-load rates.
 const DefaultSpinTail = 100 * time.Microsecond
 
 // spinTailClock sleeps on inner until tail before the target, then spins on the clock until the target,
