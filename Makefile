@@ -52,11 +52,17 @@ VALKEY_PKGS = ./statestore/ ./luascripts/ ./server/ ./functions/ ./internal/benc
 ## test-valkey: SPEC §8 says kvrouter works on Valkey as on Redis ≥ 7.0: the packages whose tests run real
 ## servers (VALKEY_PKGS: the differential and replay suites, cluster, Functions reload, the HTTP server)
 ## run again with KVROUTER_REDIS_SERVER set to valkey-server (scripts/test-setup.sh installs it; on Debian 12
-## from bookworm-backports). KVROUTER_VALKEY_SERVER picks another binary.
+## from bookworm-backports). KVROUTER_VALKEY_SERVER picks another binary. Without one it says SKIPPED and
+## passes, except under CI, where it fails.
 test-valkey:
 	@bash scripts/test-setup.sh
 	@$(GO) build -o bin/testsummary ./scripts/testsummary
-	@v="$${KVROUTER_VALKEY_SERVER:-$$(command -v valkey-server)}"; echo "test-valkey: $$v ($$("$$v" --version))"; \
+	@v="$${KVROUTER_VALKEY_SERVER:-$$(command -v valkey-server || true)}"; \
+	if [ -z "$$v" ]; then \
+		if [ -n "$${CI:-}" ]; then echo "test-valkey: no valkey-server (scripts/test-setup.sh could not install it)" >&2; exit 1; fi; \
+		echo "test-valkey: SKIPPED, no valkey-server here (scripts/test-setup.sh says how to install it)"; exit 0; \
+	fi; \
+	echo "test-valkey: $$v ($$("$$v" --version))"; \
 	set -o pipefail; KVROUTER_REDIS_SERVER="$$v" $(GO) test -json -count=1 -timeout 20m $(VALKEY_PKGS) | bin/testsummary
 
 ## fuzz-smoke: every fuzz target (found by scripts/fuzz-smoke.sh) for FUZZTIME each, one at a time
