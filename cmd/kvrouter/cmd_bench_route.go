@@ -213,5 +213,5 @@ func routeScriptVariant(pair string) (string, error) {
 // before a call's scheduled time its sender stops sleeping and spins, so the generator's own wake-up is
 // not counted as latency (bench.RouteOptions.SpinTail).
 func spinTailFlag(fs *flag.FlagSet) *time.Duration {
-	return fs.Duration("spin-tail", bench.DefaultSpinTail, "open loop: a sender sleeps until this long before its call's scheduled time and spins the rest, so the generator's wake-up lag is not counted as latency; 0 = sleep only")
+	return fs.Duration("spin-tail", bench.DefaultSpinTail, "open loop against a Redis store (not the embedded one, whose CPU the spinning would take): a sender sleeps until this long before its call's scheduled time and spins the rest (at most 4 at once), so the generator's wake-up lag is not counted as latency; 0 = sleep only")
 }

@@ -33,29 +33,44 @@ func (wallClock) SleepUntil(ctx context.Context, t time.Time) {
 	}
 }
 
-// DefaultSpinTail is the open-loop senders' default spin tail (spinTailClock): 100 µs, above the p50 of
-// the timerfd's wake-up lag on the 2-core VM these benchmarks run on (32–57 µs, docs/PERFORMANCE.md
-// "Sixteenth session") and below the gap between one sender's calls at SPEC §9's half-load rates.
+// DefaultSpinTail is the open-loop senders' default spin tail (spinTailClock) against a store on a server:
+// 100 µs, above the p50 of the timerfd's wake-up lag on the 2-core VM these benchmarks run on (32–57 µs,
+// docs/PERFORMANCE.md "Sixteenth session") and below the gap between one sender's calls at SPEC §9's
+// half-load rates. An embedded store gets none (RunRoute): its calls take microseconds at ~100 k/s, so
+// spinning senders would take the CPU from the very store they time (p50 32 → 584 µs when tried).
 const DefaultSpinTail = 100 * time.Microsecond
+
+// maxSpinners bounds the senders spinning at once (spinTailClock): the client CPU a run spends on
+// spinning is at most this many goroutines' turns, whatever the rate; a sender finding them all taken
+// sleeps to its target as without a tail. At SPEC §9's half-load rates on Redis (≤ ~5 k calls/s) the
+// average is ≤ 0.5 spinners, so the bound rarely applies.
+const maxSpinners = 4
 
 // spinTailClock sleeps on inner until tail before the target, then spins on the clock until the target,
 // yielding the processor on every turn (runtime.Gosched) so the client's other goroutines (the Redis
 // client's reader and writer) still run. Why: an open-loop call's latency runs from its scheduled time,
 // so the time a sleeping sender takes to wake — a timer interrupt, the netpoller, the scheduler; on this
-// VM a 32–57 µs median, the same for every store — was counted into every p50 although it is the
+// VM a 32–57 µs median, the same for every server store — was counted into every p50 although it is the
 // generator's, not the system's: a call starts when its request arrives, and an ideal generator sends
 // it at its scheduled time. Spinning the last stretch starts calls within a microsecond or two of their
 // schedule (docs/PERFORMANCE.md "Sixteenth session") for up to tail of client CPU per call, at most
-// rate·tail spinning senders at once. A late sender is still charged in full (the latency still runs
-// from the schedule): only the generator's own wake-up is taken out.
+// maxSpinners senders at once. A late sender is still charged in full (the latency still runs from the
+// schedule): only the generator's own wake-up is taken out.
 type spinTailClock struct {
-	inner clock
-	tail  time.Duration
+	inner    clock
+	tail     time.Duration
+	spinning *atomic.Int32 // senders spinning now (shared by the run's senders)
 }
 
 func (c spinTailClock) Now() time.Time { return c.inner.Now() }
 
 func (c spinTailClock) SleepUntil(ctx context.Context, t time.Time) {
+	if c.spinning.Add(1) > maxSpinners {
+		c.spinning.Add(-1)
+		c.inner.SleepUntil(ctx, t)
+		return
+	}
+	defer c.spinning.Add(-1)
 	c.inner.SleepUntil(ctx, t.Add(-c.tail))
 	for ctx.Err() == nil && c.inner.Now().Before(t) {
 		runtime.Gosched()
@@ -67,7 +82,7 @@ func openLoopClock(tail time.Duration) clock {
 	if tail <= 0 {
 		return newSleepClock()
 	}
-	return spinTailClock{inner: newSleepClock(), tail: tail}
+	return spinTailClock{inner: newSleepClock(), tail: tail, spinning: new(atomic.Int32)}
 }
 
 // loadSpec is one run's load shape.

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -39,7 +40,7 @@ func (c *stepClock) SleepUntil(_ context.Context, t time.Time) {
 // context ends the spin even on a clock that does not move.
 func TestSpinTailClock(t *testing.T) {
 	inner := &stepClock{now: time.Unix(1000, 0), step: time.Microsecond}
-	clk := spinTailClock{inner: inner, tail: 100 * time.Microsecond}
+	clk := spinTailClock{inner: inner, tail: 100 * time.Microsecond, spinning: new(atomic.Int32)}
 	target := time.Unix(1000, 0).Add(time.Second)
 	clk.SleepUntil(context.Background(), target)
 	if len(inner.targets) != 1 || !inner.targets[0].Equal(target.Add(-100*time.Microsecond)) {
@@ -62,7 +63,26 @@ func TestSpinTailClock(t *testing.T) {
 	frozen := &stepClock{now: time.Unix(1000, 0)}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	spinTailClock{inner: frozen, tail: time.Hour}.SleepUntil(ctx, frozen.now.Add(time.Minute)) // returns: ctx done
+	spinTailClock{inner: frozen, tail: time.Hour, spinning: new(atomic.Int32)}.SleepUntil(ctx, frozen.now.Add(time.Minute)) // returns: ctx done
+	if n := clk.spinning.Load(); n != 0 {
+		t.Fatalf("%d spinners left after the sleeps returned", n)
+	}
+}
+
+// TestSpinTailClockBound: with maxSpinners senders already spinning, another sleeps to its target with no
+// tail (one inner sleep until the target itself, no spin) and leaves the count as it found it.
+func TestSpinTailClockBound(t *testing.T) {
+	inner := &stepClock{now: time.Unix(1000, 0), step: time.Microsecond}
+	clk := spinTailClock{inner: inner, tail: 100 * time.Microsecond, spinning: new(atomic.Int32)}
+	clk.spinning.Store(maxSpinners)
+	target := time.Unix(1001, 0)
+	clk.SleepUntil(context.Background(), target)
+	if len(inner.targets) != 1 || !inner.targets[0].Equal(target) || inner.reads != 0 {
+		t.Fatalf("inner sleeps %v, %d clock readings; want one sleep until %v and no spin", inner.targets, inner.reads, target)
+	}
+	if n := clk.spinning.Load(); n != maxSpinners {
+		t.Fatalf("spinners %d after a bounded sleep, want %d", n, maxSpinners)
+	}
 }
 
 // TestOpenLoopClock: tail 0 is the plain sleeping clock, a positive tail wraps it.

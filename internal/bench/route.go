@@ -38,7 +38,8 @@ type RouteOptions struct {
 	// Senders is the most calls in flight of an open-loop run (at least its clients): enough that
 	// the fixed rate holds through a stall instead of turning the run into a closed loop. Default 64.
 	Senders int
-	// SpinTail: an open-loop sender sleeps until this long before its call's scheduled time and spins
+	// SpinTail: against a store on a server (Redis; an embedded store gets none, see DefaultSpinTail), an
+	// open-loop sender sleeps until this long before its call's scheduled time and spins
 	// the rest (spinTailClock), so the generator's own wake-up is not counted as the store's latency.
 	// 0 = sleep only (the send lag then holds the wake-up). The command's default: DefaultSpinTail.
 	SpinTail time.Duration
@@ -348,8 +349,11 @@ func routeCombination(ctx context.Context, t RouteTarget, workers, prompt int, o
 				}
 				open := base
 				open.Clients, open.Mode, open.TargetRate = clients, "open", rate
-				spec.Rate, spec.Senders, spec.SpinTail = rate, max(clients, o.Senders), o.SpinTail
-				open.SpinTailUs = float64(o.SpinTail) / 1e3
+				spec.Rate, spec.Senders, spec.SpinTail = rate, max(clients, o.Senders), 0
+				if _, server := v.Store.(serverStats); server {
+					spec.SpinTail = o.SpinTail // an embedded store's own CPU would feed the spinning (DefaultSpinTail)
+				}
+				open.SpinTailUs = float64(spec.SpinTail) / 1e3
 				if err := routeRun(ctx, v.Store, b.Pool, prompts, spec, !o.NoDone, doneUs, &open); err != nil {
 					return err
 				}

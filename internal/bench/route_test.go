@@ -56,6 +56,7 @@ func wantKeys(t *testing.T, what string, m map[string]any, keys ...string) {
 // half), summarises the repeats and prints the fields the docs name.
 func TestRouteMemorySmoke(t *testing.T) {
 	o := tinyRoute()
+	o.SpinTail = DefaultSpinTail // not applied to an embedded store (its open runs say spin_tail_us 0)
 	var log strings.Builder
 	o.Log = &log
 	mem := RouteTarget{Name: "memory", Open: func() ([]RouteVariant, error) {
@@ -69,7 +70,8 @@ func TestRouteMemorySmoke(t *testing.T) {
 		t.Fatalf("runs %d summaries %d calibrations %d; want 8, 4, 0", len(rep.Runs), len(rep.Summaries), len(rep.Calibrations))
 	}
 	for _, r := range rep.Runs {
-		if r.Decisions != 10*r.Clients || r.P50us <= 0 || r.MaxUs < r.P99us || r.Mode == "open" && r.TargetRate <= 0 || r.RedisCPUus != 0 {
+		if r.Decisions != 10*r.Clients || r.P50us <= 0 || r.MaxUs < r.P99us || r.Mode == "open" && r.TargetRate <= 0 || r.RedisCPUus != 0 ||
+			r.SpinTailUs != 0 {
 			t.Errorf("run %+v", r)
 		}
 	}
@@ -111,6 +113,7 @@ func TestRouteRedisSmoke(t *testing.T) {
 	}
 	o := tinyRoute()
 	o.Clients = []int{2}
+	o.SpinTail = DefaultSpinTail // applied to a server store's open runs
 	rep, err := RunRoute(ctx, []RouteTarget{{Name: "redis", Open: open(statestore.FreshPrefix(), "")}}, o)
 	if err != nil {
 		t.Fatal(err)
@@ -122,6 +125,9 @@ func TestRouteRedisSmoke(t *testing.T) {
 	for _, r := range rep.Runs {
 		if r.RedisCPUus <= 0 || r.DecisionsPerCoreS <= 0 || r.Calls < 2 || r.Slowlog == nil || r.Variant == "" {
 			t.Errorf("run %+v: want Redis CPU, ≥ 2 calls per decision (route + done), a slowlog summary", r)
+		}
+		if want := map[bool]float64{true: 100}[r.Mode == "open"]; r.SpinTailUs != want {
+			t.Errorf("%s run: spin_tail_us %v, want %v", r.Mode, r.SpinTailUs, want)
 		}
 	}
 	for _, c := range rep.Calibrations {
