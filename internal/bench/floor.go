@@ -87,7 +87,8 @@ func RunFloor(ctx context.Context, st *statestore.Redis, o FloorOptions) ([]Floo
 			if err != nil {
 				return nil, err
 			}
-			lat, _, lag, svc, err := runLoad(ctx, openLoopClock(o.SpinTail), loadSpec{Senders: o.Senders, Rate: rate, Duration: o.Duration}, call)
+			spec := loadSpec{Senders: o.Senders, Rate: rate, Duration: o.Duration, SpinTail: o.SpinTail}
+			lat, _, lag, svc, err := runLoad(ctx, openLoopClock(spec.SpinTail), spec, call)
 			if err != nil {
 				return nil, err
 			}

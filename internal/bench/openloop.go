@@ -41,8 +41,8 @@ func (wallClock) SleepUntil(ctx context.Context, t time.Time) {
 const DefaultSpinTail = 100 * time.Microsecond
 
 // maxSpinners bounds the senders spinning at once (spinTailClock): the client CPU a run spends on
-// spinning is at most this many goroutines' turns, whatever the rate; a sender finding them all taken
-// sleeps to its target as without a tail. At SPEC §9's half-load rates on Redis (≤ ~5 k calls/s) the
+// spinning is at most this many goroutines' turns, whatever the rate; a sender that reaches its tail
+// with them all taken sleeps the rest to its target as without a tail. At SPEC §9's half-load rates on Redis (≤ ~5 k calls/s) the
 // average is ≤ 0.5 spinners, so the bound rarely applies.
 const maxSpinners = 4
 
@@ -65,13 +65,15 @@ type spinTailClock struct {
 func (c spinTailClock) Now() time.Time { return c.inner.Now() }
 
 func (c spinTailClock) SleepUntil(ctx context.Context, t time.Time) {
+	c.inner.SleepUntil(ctx, t.Add(-c.tail))
+	// A spinner's slot is taken only for the tail itself: senders waiting for later slots (most of the 64
+	// at a low rate) sleep without holding one.
 	if c.spinning.Add(1) > maxSpinners {
 		c.spinning.Add(-1)
 		c.inner.SleepUntil(ctx, t)
 		return
 	}
 	defer c.spinning.Add(-1)
-	c.inner.SleepUntil(ctx, t.Add(-c.tail))
 	for ctx.Err() == nil && c.inner.Now().Before(t) {
 		runtime.Gosched()
 	}
@@ -96,7 +98,8 @@ type loadSpec struct {
 	Duration time.Duration
 	// Calls, when > 0, is the total number of calls instead (both modes).
 	Calls int
-	// SpinTail is the open-loop generator's spin tail (openLoopClock); 0 = sleep only.
+	// SpinTail is the open-loop generator's spin tail; its callers build runLoad's clock from it
+	// (openLoopClock(spec.SpinTail)); 0 = sleep only.
 	SpinTail time.Duration
 }
 

@@ -69,16 +69,18 @@ func TestSpinTailClock(t *testing.T) {
 	}
 }
 
-// TestSpinTailClockBound: with maxSpinners senders already spinning, another sleeps to its target with no
-// tail (one inner sleep until the target itself, no spin) and leaves the count as it found it.
+// TestSpinTailClockBound: with maxSpinners senders already spinning, another sleeps to its tail and then
+// on to its target without spinning (a second inner sleep, no clock readings) and leaves the count as it
+// found it.
 func TestSpinTailClockBound(t *testing.T) {
 	inner := &stepClock{now: time.Unix(1000, 0), step: time.Microsecond}
 	clk := spinTailClock{inner: inner, tail: 100 * time.Microsecond, spinning: new(atomic.Int32)}
 	clk.spinning.Store(maxSpinners)
 	target := time.Unix(1001, 0)
 	clk.SleepUntil(context.Background(), target)
-	if len(inner.targets) != 1 || !inner.targets[0].Equal(target) || inner.reads != 0 {
-		t.Fatalf("inner sleeps %v, %d clock readings; want one sleep until %v and no spin", inner.targets, inner.reads, target)
+	if len(inner.targets) != 2 || !inner.targets[0].Equal(target.Add(-100*time.Microsecond)) || !inner.targets[1].Equal(target) ||
+		inner.reads != 0 {
+		t.Fatalf("inner sleeps %v, %d clock readings; want sleeps until the tail and %v, and no spin", inner.targets, inner.reads, target)
 	}
 	if n := clk.spinning.Load(); n != maxSpinners {
 		t.Fatalf("spinners %d after a bounded sleep, want %d", n, maxSpinners)
