@@ -18,7 +18,9 @@
 # the schedule and clock of `kvrouter bench route --rate`; KVROUTER picks the binary, default bin/kvrouter),
 # route's latency p50/p99 from its scheduled time: the floor under SPEC §9's end-to-end latency targets at
 # the same rates (OPENLOOP_DURATION, default 4s; 3 runs per rate; OPENLOOP_FLAGS, e.g. '--spin-tail 0',
-# go to `kvrouter bench floor` as they are).
+# go to `kvrouter bench floor` as they are). OPENLOOP=half drives it as `bench route --clients 1,16 --rate half`
+# drives kvrouter: closed loop at 1 and 16 clients (OPENLOOP_FLAGS='--clients N,…' for others), then open
+# loop at half of what each made — the floor at half of its own saturation.
 set -euo pipefail
 port="${1:?usage: scripts/redis-floor.sh PORT [REQUESTS]}"
 n="${2:-50000}"

@@ -17,13 +17,15 @@ func init() {
 }
 
 func runBenchFloor(ctx context.Context, args []string) error {
-	fs := newFlagSet("bench floor", "bench floor --store redis://… --rates R1,R2 --route-keys K… --done-keys K… --route-args A… --done-args A…\n\n"+
+	fs := newFlagSet("bench floor", "bench floor --store redis://… (--rates R1,R2 | --rates half --clients 1,16) --route-keys K… --done-keys K… --route-args A… --done-args A…\n\n"+
 		"Drives the bare decision of scripts/redis-floor/decision.lua (kvrouter_floor_route, then kvrouter_floor_done;\n"+
 		"the library must be loaded: scripts/redis-floor.sh with OPENLOOP=… does all of it) open loop at each rate,\n"+
-		"with the schedule and clock of `bench route --rate`. Keys and arguments are separated by ASCII unit\n"+
+		"with the schedule and clock of `bench route --rate`; with --rates half, closed loop at each --clients count and\n"+
+		"then open loop at half of its decisions/s, as `bench route --clients … --rate half`. Keys and arguments are separated by ASCII unit\n"+
 		"separators (\\x1f). JSON on stdout, a line per run on stderr.")
 	storeURL := storeFlag(fs)
-	rates := fs.String("rates", "1000", "decisions per second, comma-separated: one open-loop run each")
+	rates := fs.String("rates", "1000", "decisions per second, comma-separated: one open-loop run each; \"half\": half of each --clients closed-loop run's decisions/s")
+	clients := fs.String("clients", "1,16", "with --rates half: the closed-loop client counts")
 	dur := fs.Duration("duration", 4*time.Second, "each run's schedule")
 	senders := fs.Int("senders", 64, "the most calls in flight")
 	repeat := fs.Int("repeat", 3, "runs per rate")
@@ -40,7 +42,19 @@ func runBenchFloor(ctx context.Context, args []string) error {
 	}
 	o := bench.FloorOptions{Duration: *dur, Senders: *senders, Repeat: *repeat, SpinTail: *spinTail, RouteFn: "kvrouter_floor_route", DoneFn: "kvrouter_floor_done",
 		RouteKeys: split1f(*routeKeys), RouteArgs: split1f(*routeArgs), DoneKeys: split1f(*doneKeys), DoneArgs: split1f(*doneArgs), Log: os.Stderr}
+	if strings.TrimSpace(*rates) == "half" {
+		for _, f := range strings.Split(*clients, ",") {
+			c, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || c <= 0 {
+				return fmt.Errorf("--clients %q: want positive integers", *clients)
+			}
+			o.Clients = append(o.Clients, c)
+		}
+	}
 	for _, f := range strings.Split(*rates, ",") {
+		if len(o.Clients) > 0 {
+			break
+		}
 		r, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
 		if err != nil || r <= 0 {
 			return fmt.Errorf("--rates %q: want positive numbers", *rates)

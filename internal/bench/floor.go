@@ -14,6 +14,11 @@ import (
 type FloorOptions struct {
 	// Rates are the decisions per second of the runs (one open-loop run per rate and repeat).
 	Rates []float64
+	// Clients, when set, replaces Rates by the shape of `bench route --clients … --rate half`: per repeat
+	// and client count a closed-loop run (that many senders back to back, Duration long) and then an
+	// open-loop run at half of its decisions/s — the floor at half of its *own* saturation, which is what
+	// SPEC §9's latency targets ask of kvrouter (Rates drives the floor at kvrouter's rates instead).
+	Clients []int
 	// Duration is each run's schedule (default 4 s).
 	Duration time.Duration
 	// Senders is the most calls in flight (default 64, as `bench route --rate`).
@@ -34,7 +39,14 @@ type FloorOptions struct {
 // FloorRun is one open-loop run of the bare decision: route's latency from its scheduled time (µs), its
 // send lag and service time, and the Redis CPU per decision (route + done, INFO cpu delta).
 type FloorRun struct {
-	Rate      float64 `json:"rate"`
+	// Mode is "open" (Rate given) or "closed" (Clients back to back; Rate is then 0).
+	Mode string `json:"mode"`
+	// Clients is the closed-loop run's client count, and the one an open run at half of it was derived
+	// from (0: a rate of Rates).
+	Clients int `json:"clients,omitempty"`
+	// DecisionsPerS is the decisions made per second of the run (closed loop: the saturation).
+	DecisionsPerS float64 `json:"decisions_per_s"`
+	Rate          float64 `json:"rate"`
 	Run       int     `json:"run"`
 	Decisions int     `json:"decisions"`
 	P50us     float64 `json:"p50_us"`
@@ -54,11 +66,20 @@ type FloorRun struct {
 
 // RunFloor drives the bare decision (route, then done, one FCALL each, none of kvrouter's logic) at each
 // of o.Rates with the same open-loop schedule and clock as `bench route --rate` (runLoad,
-// newSleepClock): the floor under SPEC §9's end-to-end latency targets at those rates, on this machine and
-// this client. The library must be loaded on st's server (scripts/redis-floor.sh does it).
+// openLoopClock): the floor under SPEC §9's end-to-end latency targets at those rates, on this machine and
+// this client; or, with o.Clients, closed loop at each count and open loop at half of what that made, as
+// `bench route --clients … --rate half` drives kvrouter. The library must be loaded on st's server (scripts/redis-floor.sh does it).
 func RunFloor(ctx context.Context, st *statestore.Redis, o FloorOptions) ([]FloorRun, error) {
-	if len(o.Rates) == 0 || o.RouteFn == "" || o.DoneFn == "" {
-		return nil, fmt.Errorf("bench floor: rates and the route and done functions are required")
+	if len(o.Rates) == 0 && len(o.Clients) == 0 || o.RouteFn == "" || o.DoneFn == "" {
+		return nil, fmt.Errorf("bench floor: rates or clients, and the route and done functions, are required")
+	}
+	if len(o.Rates) > 0 && len(o.Clients) > 0 {
+		return nil, fmt.Errorf("bench floor: rates and clients are exclusive (clients runs each count closed loop, then open at half)")
+	}
+	for _, c := range o.Clients {
+		if c <= 0 {
+			return nil, fmt.Errorf("bench floor: clients %d: want > 0", c)
+		}
 	}
 	if o.Duration <= 0 {
 		o.Duration = 4 * time.Second
@@ -77,40 +98,80 @@ func RunFloor(ctx context.Context, st *statestore.Redis, o FloorOptions) ([]Floo
 		t1 := time.Now()
 		return t0, t1, st.CallFunction(ctx, o.DoneFn, o.DoneKeys, o.DoneArgs)
 	}
+	run := func(r, clients int, rate float64) (FloorRun, error) {
+		ph, err := startPhase(ctx, st)
+		if err != nil {
+			return FloorRun{}, err
+		}
+		spec := loadSpec{Senders: max(clients, o.Senders), Rate: rate, Duration: o.Duration, SpinTail: o.SpinTail}
+		clk, mode := openLoopClock(spec.SpinTail), "open"
+		if rate == 0 {
+			spec.Senders, spec.SpinTail, clk, mode = clients, 0, wallClock{}, "closed"
+		}
+		lat, elapsed, lag, svc, err := runLoad(ctx, clk, spec, call)
+		if err != nil {
+			return FloorRun{}, err
+		}
+		d, _, _, err := ph.end(ctx)
+		if err != nil {
+			return FloorRun{}, err
+		}
+		slices.Sort(lat)
+		slices.Sort(lag)
+		slices.Sort(svc)
+		out := FloorRun{Mode: mode, Clients: clients, Rate: rate, Run: r, Decisions: len(lat), P50us: quantileUs(lat, 0.5), P99us: quantileUs(lat, 0.99),
+			MaxUs: quantileUs(lat, 1), LagP50us: quantileUs(lag, 0.5), SpinTailUs: float64(spec.SpinTail) / 1e3, ServiceP50us: quantileUs(svc, 0.5),
+			ServiceP99us: quantileUs(svc, 0.99), LoadBefore: ph.load, LoadAfter: ReadLoadAvg()}
+		if elapsed > 0 {
+			out.DecisionsPerS = float64(len(lat)) / elapsed.Seconds()
+		}
+		if len(lat) > 0 {
+			out.RedisCPUus = d.CPUSeconds * 1e6 / float64(len(lat))
+			out.RedisCPUSysUs = d.CPUSysSeconds * 1e6 / float64(len(lat))
+		}
+		if o.Log != nil {
+			what := fmt.Sprintf("%6.0f/s", rate)
+			if mode == "closed" {
+				what = fmt.Sprintf("closed %2d clients %6.0f/s", clients, out.DecisionsPerS)
+			} else if clients > 0 {
+				what = fmt.Sprintf("open (half of %2d clients) %6.0f/s", clients, rate)
+			}
+			fmt.Fprintf(o.Log, "floor %s run %d: p50 %5.0f µs  p99 %6.0f µs  max %6.0f µs  lag p50 %4.0f  service p50 %5.0f p99 %6.0f  Redis CPU %6.1f µs/decision (sys %5.1f)  load %.2f\n",
+				what, r, out.P50us, out.P99us, out.MaxUs, out.LagP50us, out.ServiceP50us, out.ServiceP99us, out.RedisCPUus, out.RedisCPUSysUs, out.LoadAfter[0])
+		}
+		return out, nil
+	}
 	var out []FloorRun
+	if len(o.Clients) > 0 {
+		for r := 1; r <= o.Repeat; r++ {
+			for _, c := range o.Clients {
+				closed, err := run(r, c, 0)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, closed)
+				if closed.DecisionsPerS <= 0 {
+					return nil, fmt.Errorf("bench floor: the closed-loop run at %d clients made no decision", c)
+				}
+				open, err := run(r, c, closed.DecisionsPerS/2)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, open)
+			}
+		}
+		return out, nil
+	}
 	for _, rate := range o.Rates {
 		if rate <= 0 {
 			return nil, fmt.Errorf("bench floor: rate %v: want > 0", rate)
 		}
 		for r := 1; r <= o.Repeat; r++ {
-			ph, err := startPhase(ctx, st)
+			fr, err := run(r, 0, rate)
 			if err != nil {
 				return nil, err
 			}
-			spec := loadSpec{Senders: o.Senders, Rate: rate, Duration: o.Duration, SpinTail: o.SpinTail}
-			lat, _, lag, svc, err := runLoad(ctx, openLoopClock(spec.SpinTail), spec, call)
-			if err != nil {
-				return nil, err
-			}
-			d, _, _, err := ph.end(ctx)
-			if err != nil {
-				return nil, err
-			}
-			slices.Sort(lat)
-			slices.Sort(lag)
-			slices.Sort(svc)
-			run := FloorRun{Rate: rate, Run: r, Decisions: len(lat), P50us: quantileUs(lat, 0.5), P99us: quantileUs(lat, 0.99),
-				MaxUs: quantileUs(lat, 1), LagP50us: quantileUs(lag, 0.5), SpinTailUs: float64(o.SpinTail) / 1e3, ServiceP50us: quantileUs(svc, 0.5),
-				ServiceP99us: quantileUs(svc, 0.99), LoadBefore: ph.load, LoadAfter: ReadLoadAvg()}
-			if len(lat) > 0 {
-				run.RedisCPUus = d.CPUSeconds * 1e6 / float64(len(lat))
-				run.RedisCPUSysUs = d.CPUSysSeconds * 1e6 / float64(len(lat))
-			}
-			if o.Log != nil {
-				fmt.Fprintf(o.Log, "floor %6.0f/s run %d: p50 %5.0f µs  p99 %6.0f µs  max %6.0f µs  lag p50 %4.0f  service p50 %5.0f p99 %6.0f  Redis CPU %6.1f µs/decision (sys %5.1f)  load %.2f\n",
-					rate, r, run.P50us, run.P99us, run.MaxUs, run.LagP50us, run.ServiceP50us, run.ServiceP99us, run.RedisCPUus, run.RedisCPUSysUs, run.LoadAfter[0])
-			}
-			out = append(out, run)
+			out = append(out, fr)
 		}
 	}
 	return out, nil

@@ -57,6 +57,28 @@ func TestRunFloor(t *testing.T) {
 			t.Errorf("run at %v/s: %+v; want the server's CPU and the latencies measured", r.Rate, r)
 		}
 	}
+	// --rates half: each client count closed loop, then open loop at half of what it made.
+	half, err := RunFloor(context.Background(), st, FloorOptions{Clients: []int{1, 2}, Duration: 100 * time.Millisecond, Repeat: 1,
+		RouteFn: "kvrouter_floor_route", DoneFn: "kvrouter_floor_done", RouteKeys: keys, RouteArgs: routeArgs,
+		DoneKeys: doneKeys, DoneArgs: []string{"lease-1", member}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(half) != 4 {
+		t.Fatalf("%d runs; want closed and open for 1 and 2 clients", len(half))
+	}
+	for i, c := range []int{1, 2} {
+		closed, open := half[2*i], half[2*i+1]
+		if closed.Mode != "closed" || closed.Clients != c || closed.Rate != 0 || closed.Decisions == 0 || closed.DecisionsPerS <= 0 || closed.SpinTailUs != 0 {
+			t.Errorf("closed run %+v; want %d clients back to back", closed, c)
+		}
+		if open.Mode != "open" || open.Clients != c || open.Rate != closed.DecisionsPerS/2 || open.Decisions != int(open.Rate*0.1) {
+			t.Errorf("open run %+v; want half of the closed run's %v/s for 100 ms", open, closed.DecisionsPerS)
+		}
+	}
+	if _, err := RunFloor(context.Background(), st, FloorOptions{Rates: []float64{100}, Clients: []int{1}, RouteFn: "kvrouter_floor_route", DoneFn: "kvrouter_floor_done"}); err == nil {
+		t.Fatal("rates and clients together were accepted")
+	}
 	if _, err := RunFloor(context.Background(), st, FloorOptions{Rates: []float64{100}, RouteFn: "kvrouter_floor_nosuch", DoneFn: "x",
 		Duration: 50 * time.Millisecond, Repeat: 1}); err == nil {
 		t.Fatal("a missing function did not fail the run")
