@@ -47,12 +47,12 @@ type FloorRun struct {
 	// DecisionsPerS is the decisions made per second of the run (closed loop: the saturation).
 	DecisionsPerS float64 `json:"decisions_per_s"`
 	Rate          float64 `json:"rate"`
-	Run       int     `json:"run"`
-	Decisions int     `json:"decisions"`
-	P50us     float64 `json:"p50_us"`
-	P99us     float64 `json:"p99_us"`
-	MaxUs     float64 `json:"max_us"`
-	LagP50us  float64 `json:"send_lag_p50_us"`
+	Run           int     `json:"run"`
+	Decisions     int     `json:"decisions"`
+	P50us         float64 `json:"p50_us"`
+	P99us         float64 `json:"p99_us"`
+	MaxUs         float64 `json:"max_us"`
+	LagP50us      float64 `json:"send_lag_p50_us"`
 	// SpinTailUs is the generator's spin tail (FloorOptions.SpinTail), µs; 0: senders only slept.
 	SpinTailUs   float64 `json:"spin_tail_us"`
 	ServiceP50us float64 `json:"service_p50_us"`
