@@ -69,7 +69,7 @@
 -- LAYOUT: the key-layout version (SPEC §8 "Layout version"; luascripts.Layout in Go, checked by a test).
 -- Written as cfg field 'layout' by put_pool; every operation meeting a pool whose cfg holds another
 -- version (or none: layout 1, before versions were recorded) answers {'layout_mismatch', found}.
-local LAYOUT = '5'
+local LAYOUT = '6'
 
 local K_CFG, K_ROSTER, K_WK, K_SEEN, K_LD, K_FENCE, K_SC, K_ORPH, K_ND, K_DEAD, K_LS, K_LX, K_SS, K_SX, K_E, K_G, K_S, K_WZ
 local K_HC, K_HU, K_SY, K_LZ, K_LC, K_SZ, K_LP, K_TC, K_LZN

@@ -1,7 +1,9 @@
 -- migrate.lua — one bounded step of `kvrouter pool migrate`: bring a pool written by an earlier key layout
--- to this one (5). Layouts 3 and 4 → 5 convert nothing: layout 5 only stops keeping lc (each load's member
--- count in lz; route counts a group with ZCOUNT instead), so the first call deletes lc (UNLINK: freed in
--- the background), records layout 5 and answers done. (Layout 4 added maps that grow, lib.lua lh_params, for
+-- to this one (6), in place (a pool of layouts 1–5 is first moved to layout 6's hash tag by statestore,
+-- redis_layout.go moveLegacyKeys: layout 6 changed key names only). Layouts 3, 4 and 5 → 6 convert nothing
+-- here: layout 5 only stopped keeping lc (each load's member count in lz; route counts a group with ZCOUNT
+-- instead), so the first call deletes lc (UNLINK: freed in the background; absent in layout 5), records
+-- this layout and answers done. (Layout 4 added maps that grow, lib.lua lh_params, for
 -- pools and slots it creates, which record their bucket counts, sc 'egn', fence 'gn<slot>'; layout 3's have
 -- none and keep 16,384 index and 256 engine-map buckets.) Layout 1 (every pool written before versions
 -- were recorded: no cfg field 'layout') has layout 2's keys and encodings. Layout 2 → 3 changes data, so the pool is first marked MIGRATING (cfg
@@ -142,7 +144,7 @@ local STEPS = {migrate_roster, migrate_lz, migrate_sz}
 local got = redis.call('HMGET', K_CFG, 'bin', 'layout', 'mfrom')
 local bin, found, from = got[1], got[2], got[3]
 if found == LAYOUT then return {'done', LAYOUT} end
-if found == '3' or found == '4' then
+if found == '3' or found == '4' or found == '5' then
   redis.call('UNLINK', K_LC)
   redis.call('HSET', K_CFG, 'layout', LAYOUT)
   return {'done', found}

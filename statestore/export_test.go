@@ -61,3 +61,6 @@ func EngineMapBuckets(ctx context.Context, r *Redis, pool string) (map[string]in
 	}
 	return out, nil
 }
+
+// LegacyPoolTag is layouts 1–5's hash tag of a pool (the hex of its name), for tests that write such pools.
+func LegacyPoolTag(pool string) string { return legacyPoolTag(pool) }

@@ -268,6 +268,9 @@ func (r *Redis) putPool(ctx context.Context, pool string, cfg PoolConfig) (int64
 	if err := r.checkPoolLimit(ctx, pool); err != nil {
 		return 0, err
 	}
+	if err := r.legacyMismatch(ctx, pool); err != nil { // never a second pool beside one layouts 1–5 wrote
+		return 0, err
+	}
 	arr, err := r.exec(ctx, luascripts.PutPool, pool, args)
 	if err != nil {
 		return 0, err
@@ -281,6 +284,9 @@ func (r *Redis) putPool(ctx context.Context, pool string, cfg PoolConfig) (int64
 	}
 	if err := r.c.Do(ctx, r.c.B().Sadd().Key(PoolsKey(r.prefix)).Member(pool).Build()).Error(); err != nil {
 		return 0, r.wrap("put_pool", err)
+	}
+	if err := r.writeTombstone(ctx, pool); err != nil {
+		return 0, err
 	}
 	return gen, nil
 }
@@ -319,12 +325,24 @@ func (r *Redis) GetPool(ctx context.Context, pool string) (PoolConfig, error) {
 // readPoolConfig reads a pool's knobs whatever its layout (cfg's string fields have not changed since
 // layout 1) and the layout it records ("1" when none).
 func (r *Redis) readPoolConfig(ctx context.Context, pool string) (PoolConfig, string, error) {
-	m, err := r.c.Do(ctx, r.c.B().Hgetall().Key(PoolKeys(r.prefix, pool)[0]).Build()).AsStrMap()
+	cfg, layout, err := r.readPoolConfigAt(ctx, PoolKeys(r.prefix, pool)[0])
+	if err == nil && layout == "" {
+		if err := r.legacyMismatch(ctx, pool); err != nil {
+			return PoolConfig{}, "", err
+		}
+		return PoolConfig{}, "", unknownPool(pool)
+	}
+	return cfg, layout, err
+}
+
+// readPoolConfigAt reads the pool config in cfg hash key ("" layout: no such key).
+func (r *Redis) readPoolConfigAt(ctx context.Context, key string) (PoolConfig, string, error) {
+	m, err := r.c.Do(ctx, r.c.B().Hgetall().Key(key).Build()).AsStrMap()
 	if err != nil {
 		return PoolConfig{}, "", r.wrap("get_pool", err)
 	}
 	if len(m) == 0 {
-		return PoolConfig{}, "", unknownPool(pool)
+		return PoolConfig{}, "", nil
 	}
 	layout := m["layout"]
 	if layout == "" {

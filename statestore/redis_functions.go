@@ -94,8 +94,15 @@ func (r *Redis) exec(ctx context.Context, s luascripts.Script, pool string, args
 	if len(arr) == 0 {
 		return nil, fmt.Errorf("statestore: redis %s: empty reply", s.Name)
 	}
-	if msgStr(arr[0]) == "layout_mismatch" && len(arr) > 1 {
-		return nil, &LayoutMismatchError{Pool: pool, Found: msgStr(arr[1]), Want: fmt.Sprint(luascripts.Layout)}
+	switch msgStr(arr[0]) {
+	case "layout_mismatch":
+		if len(arr) > 1 {
+			return nil, &LayoutMismatchError{Pool: pool, Found: msgStr(arr[1]), Want: fmt.Sprint(luascripts.Layout)}
+		}
+	case "unknown_pool": // a pool layouts 1–5 wrote under their tag is a layout mismatch, never a miss
+		if err := r.legacyMismatch(ctx, pool); err != nil {
+			return nil, err
+		}
 	}
 	return arr, nil
 }

@@ -223,7 +223,7 @@ type SlowlogEntry struct {
 	UnixS int64 `json:"unix_s"`
 	// Us is the call's execution time, µs.
 	Us int64 `json:"us"`
-	// Command is the command and, for FCALL, the function (e.g. "FCALL kvr5_…_route").
+	// Command is the command and, for FCALL, the function (e.g. "FCALL kvr6_…_route").
 	Command string `json:"command"`
 }
 
