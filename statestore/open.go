@@ -8,7 +8,7 @@ import (
 
 // OpenOptions tune Open.
 type OpenOptions struct {
-	// Fresh asks for an empty namespace: Redis keys go under a unique random prefix ("kvr:run-<hex>:"),
+	// Fresh asks for an empty namespace: Redis keys go under a unique random prefix ("kvr:r<hex>:"),
 	// so a replay or benchmark never sees or disturbs a live router's state. The memory store is always
 	// fresh. Default false (the shared "kvr:" namespace).
 	Fresh bool
@@ -40,9 +40,10 @@ func Open(url string, o OpenOptions) (Store, error) {
 	return OpenRedis(url, d)
 }
 
-// FreshPrefix returns a Redis key prefix no other run uses: "kvr:run-<12 hex digits>:".
+// FreshPrefix returns a Redis key prefix no other run uses: "kvr:r<8 hex digits>:" (32 random bits; short,
+// because every key carries it on every call: docs/REDIS.md "Layout 6").
 func FreshPrefix() string {
-	var b [6]byte
+	var b [4]byte
 	rand.Read(b[:])
-	return "kvr:run-" + hex.EncodeToString(b[:]) + ":"
+	return "kvr:r" + hex.EncodeToString(b[:]) + ":"
 }

@@ -36,7 +36,7 @@ func (s ServerStats) Sub(o ServerStats) ServerStats {
 		Calls: s.Calls - o.Calls, CommandUsec: s.CommandUsec - o.CommandUsec}
 }
 
-// Namespace is the key prefix this store writes under ("kvr:" or a fresh "kvr:run-<hex>:").
+// Namespace is the key prefix this store writes under ("kvr:" or a fresh "kvr:r<hex>:").
 func (r *Redis) Namespace() string { return r.prefix }
 
 // infoLines calls f for every line of INFO section on every node.

@@ -21,7 +21,7 @@ import (
 type ChurnOptions struct {
 	// Workers, Blocks, Prompt and Sharing make the index as `bench route` does (defaults 4096 workers,
 	// 1 M (block, worker) entries, 64-block prompts, chains on 4 workers), in pool
-	// bench-w<W>-c<C>-k<K>-e<E>; an existing pool of that name is reused as it is.
+	// w<W>-c<C>-k<K>-e<E>; an existing pool of that name is reused as it is.
 	Workers, Blocks, Prompt, Sharing int
 	// Cycles of change (default 8): a worker removed, Between decisions, the same worker registered
 	// again, Between decisions. A decision is a route and its done. Default Between 3.

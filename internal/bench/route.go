@@ -366,12 +366,13 @@ func routeCombination(ctx context.Context, t RouteTarget, workers, prompt int, o
 
 // routeIndex is the route benchmark's index on st (`bench route`, `bench churn`): chains of max(prompt, 64)
 // blocks, each on min(sharing, workers) workers, blocks (block, worker) entries in all, in pool
-// bench-w<W>-c<C>-k<K>-e<E>. A pool of that name already in st is reused as it is when keep (an index kept
+// w<W>-c<C>-k<K>-e<E> (short as a deployment's pool name: key length is paid on every call, docs/REDIS.md
+// "Layout 6"). A pool of that name already in st is reused as it is when keep (an index kept
 // under a prefix); otherwise the pool is (re)created, its workers registered and the index loaded.
 func routeIndex(ctx context.Context, st statestore.Store, store string, workers, prompt, sharing, blocks int, predictedTTLMs int64, keep bool) (*SyntheticIndex, RouteIndex, error) {
 	sharing = min(sharing, workers)
 	b := NewSyntheticIndex(workers, blocks, max(prompt, 64), sharing)
-	b.Pool = fmt.Sprintf("bench-w%d-c%d-k%d-e%d", workers, max(prompt, 64), sharing, blocks)
+	b.Pool = fmt.Sprintf("w%d-c%d-k%d-e%d", workers, max(prompt, 64), sharing, blocks)
 	b.PredictedTTLMs = predictedTTLMs
 	idx := RouteIndex{Store: store, Pool: b.Pool, Workers: workers, PromptBlocks: prompt, Sharing: sharing}
 	if len(b.Chains) == 0 {
