@@ -289,3 +289,33 @@ func TestRedisLayout6MoveCluster(t *testing.T) {
 	}
 	routeW0(t, st, pool, 2)
 }
+
+// TestRedisPoollessLeaseSkipsFailingPool: a done without a pool asks every pool of the registry; one that
+// fails (here a pool layouts 1–5 left, answering layout_mismatch; in production a pool whose primary is
+// failing over, TestChaosClusterFailover) does not fail the release of a lease another pool holds, whatever
+// the pools' order. An id no healthy pool holds still reports the failure (it may be in that pool).
+func TestRedisPoollessLeaseSkipsFailingPool(t *testing.T) {
+	srv := sharedRedis(t)
+	ctx := context.Background()
+	const prefix = "pl:"
+	st := newRedisStorePrefix(t, prefix, srv.Addr())
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, p := range []string{"b", "z"} {
+		if err := st.PutPool(ctx, p, statestore.DefaultPoolConfig(16)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	routeW0(t, st, "z", 1)              // books lease r1 in z, the last pool in name order
+	toLegacyTag(t, c, prefix, "b", "5") // b, asked first, still in the registry, now failing
+	if ok, err := st.Done(ctx, "", "r1", 2); err != nil || !ok {
+		t.Fatalf("pool-less done with a failing pool beside: %v, %v", ok, err)
+	}
+	var lm *statestore.LayoutMismatchError
+	if ok, err := st.Done(ctx, "", "never-booked", 3); ok || !errors.As(err, &lm) {
+		t.Fatalf("pool-less done of an id no healthy pool holds: %v, %v (want the failing pool's error)", ok, err)
+	}
+}

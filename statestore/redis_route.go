@@ -5,8 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/redis/rueidis"
 
@@ -135,28 +137,46 @@ func (r *Redis) Overlap(ctx context.Context, pool string, seq []uint64, now int6
 	return out, nil
 }
 
+// lease runs a lease operation on pool, or, with pool "", on every pool of the registry at once (the id
+// names no pool): it reports true when one of them held the lease. A pool that fails (its node down, its
+// layout another) fails the call only when no other pool held the lease: a request booked in a healthy
+// pool is released even while another pool's slots fail over, and a dead node's timeout, paid in
+// parallel, does not use up the request's deadline before the pool that holds the lease is asked.
 func (r *Redis) lease(ctx context.Context, op, pool, id string, now int64) (bool, error) {
-	pools := []string{pool}
-	if pool == "" {
-		var err error
-		if pools, err = r.poolNames(ctx); err != nil {
-			return false, err
-		}
-	}
-	for _, p := range pools {
-		arr, err := r.exec(ctx, luascripts.Lease, p, []string{op, istr(now), id})
+	args := []string{op, istr(now), id}
+	if pool != "" {
+		arr, err := r.exec(ctx, luascripts.Lease, pool, args)
 		if err != nil {
 			return false, err
 		}
-		switch msgStr(arr[0]) {
-		case "unknown_pool":
-			if pool != "" {
-				return false, unknownPool(pool)
-			}
-		case "ok":
-			if msgInt(arr[1]) == 1 {
-				return true, nil
-			}
+		if msgStr(arr[0]) == "unknown_pool" {
+			return false, unknownPool(pool)
+		}
+		return msgStr(arr[0]) == "ok" && msgInt(arr[1]) == 1, nil
+	}
+	pools, err := r.poolNames(ctx)
+	if err != nil {
+		return false, err
+	}
+	held := make([]bool, len(pools))
+	errs := make([]error, len(pools))
+	var wg sync.WaitGroup
+	for i, p := range pools {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			arr, err := r.exec(ctx, luascripts.Lease, p, args)
+			errs[i] = err
+			held[i] = err == nil && msgStr(arr[0]) == "ok" && msgInt(arr[1]) == 1
+		}()
+	}
+	wg.Wait()
+	if slices.Contains(held, true) {
+		return true, nil
+	}
+	for _, err := range errs {
+		if err != nil {
+			return false, err // the lease may be in that pool: not "not found"
 		}
 	}
 	return false, nil
