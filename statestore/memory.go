@@ -568,25 +568,25 @@ func (m *Memory) poolsFor(pool string) ([]*memPool, error) {
 }
 
 // withLease finds lease id (in pool, or in every pool when pool is "") after releasing expired leases,
-// and applies f to it under its pool's lock. It reports whether the lease existed.
+// and applies f to it under its pool's lock (an id held in several pools: in each). It reports whether
+// the lease existed.
 func (m *Memory) withLease(pool, id string, now int64, f func(p *memPool, l *memLease)) (bool, error) {
 	ps, err := m.poolsFor(pool)
 	if err != nil {
 		return false, err
 	}
-	for _, p := range ps {
+	found := false
+	for _, p := range ps { // every pool, as the Redis store asks them all at once (redis_route.go lease)
 		p.mu.Lock()
 		p.releaseExpired(now)
 		l := p.leases[id]
 		if l != nil {
 			f(p, l)
+			found = true
 		}
 		p.mu.Unlock()
-		if l != nil {
-			return true, nil
-		}
 	}
-	return false, nil
+	return found, nil
 }
 
 // PrefillDone implements Store.
