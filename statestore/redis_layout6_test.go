@@ -131,11 +131,7 @@ func TestRedisLayout6Move(t *testing.T) {
 	ctx := context.Background()
 	const prefix = "l6:"
 	st := newRedisStorePrefix(t, prefix, srv.Addr())
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := rawClient(t, srv.Addr())
 	cfg := statestore.DefaultPoolConfig(16)
 	cfg.LeaseTTLMs = 54321
 	pool := "org/model-8B" // plain: its layout-6 tag differs from its hex one
@@ -251,11 +247,7 @@ func TestRedisLayout6MoveCluster(t *testing.T) {
 	ctx := context.Background()
 	const prefix = "l6c:"
 	st := newRedisStorePrefix(t, prefix, cl.Addrs()...)
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: cl.Addrs(), DisableCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := rawClient(t, cl.Addrs()...)
 	pool := "p"
 	if err := st.PutPool(ctx, pool, statestore.DefaultPoolConfig(16)); err != nil {
 		t.Fatal(err)
@@ -282,7 +274,7 @@ func TestRedisLayout6MoveCluster(t *testing.T) {
 	if err := c.Do(ctx, c.B().Hdel().Key(dst+"cfg").Field("moved").Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
-	_, err = st.GetPool(ctx, pool)
+	_, err := st.GetPool(ctx, pool)
 	checkLegacyMismatch(t, "get_pool", "5", err)
 	if from, err := st.MigratePool(ctx, pool); err != nil || from != "5" {
 		t.Fatalf("migrate on a cluster: from %q, %v", from, err)
@@ -299,11 +291,7 @@ func TestRedisPoollessLeaseSkipsFailingPool(t *testing.T) {
 	ctx := context.Background()
 	const prefix = "pl:"
 	st := newRedisStorePrefix(t, prefix, srv.Addr())
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := rawClient(t, srv.Addr())
 	for _, p := range []string{"b", "z"} {
 		if err := st.PutPool(ctx, p, statestore.DefaultPoolConfig(16)); err != nil {
 			t.Fatal(err)
@@ -318,4 +306,15 @@ func TestRedisPoollessLeaseSkipsFailingPool(t *testing.T) {
 	if ok, err := st.Done(ctx, "", "never-booked", 3); ok || !errors.As(err, &lm) {
 		t.Fatalf("pool-less done of an id no healthy pool holds: %v, %v (want the failing pool's error)", ok, err)
 	}
+}
+
+// rawClient is a plain client of the test's server(s), closed with the test.
+func rawClient(t *testing.T, addrs ...string) rueidis.Client {
+	t.Helper()
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: addrs, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
 }
