@@ -47,18 +47,24 @@ func plainTag(pool string) bool {
 }
 
 // legacyPoolTag is the hash tag layouts 1–5 gave a pool: the hex encoding of its name. Only a pool's cfg
-// key is ever read there (legacyCfgKey), to tell a pool written by those layouts from an unknown one.
+// key is ever read there (legacyCfgKey), to tell a pool written by those layouts from an unknown one, and
+// `pool migrate` / `pool recreate` move or drop what is under it.
 func legacyPoolTag(pool string) string { return "{" + hex.EncodeToString([]byte(pool)) + "}" }
+
+// poolBase is what every key of a pool starts with (its suffix follows); legacyBase the same under layouts
+// 1–5's tag.
+func poolBase(prefix, pool string) string   { return prefix + PoolTag(pool) + ":" }
+func legacyBase(prefix, pool string) string { return prefix + legacyPoolTag(pool) + ":" }
 
 // legacyCfgKey is the cfg key layouts 1–5 wrote for pool.
 func legacyCfgKey(prefix, pool string) string {
-	return prefix + legacyPoolTag(pool) + ":" + luascripts.KeySuffixes[0]
+	return legacyBase(prefix, pool) + luascripts.KeySuffixes[0]
 }
 
 // PoolKeys returns every key of a pool, in the KEYS order of luascripts/lib.lua (luascripts.KeySuffixes),
 // under prefix (which must not contain braces).
 func PoolKeys(prefix, pool string) []string {
-	base := prefix + PoolTag(pool) + ":"
+	base := poolBase(prefix, pool)
 	out := make([]string, len(luascripts.KeySuffixes))
 	for i, s := range luascripts.KeySuffixes {
 		out[i] = base + s
@@ -73,7 +79,7 @@ func scriptKeys(s luascripts.Script, prefix, pool string) []string {
 	if pos == nil {
 		return PoolKeys(prefix, pool)
 	}
-	base := prefix + PoolTag(pool) + ":"
+	base := poolBase(prefix, pool)
 	out := make([]string, len(pos))
 	for i, p := range pos {
 		out[i] = base + luascripts.KeySuffixes[p-1]

@@ -81,8 +81,7 @@ func (r *Redis) writeTombstone(ctx context.Context, pool string) error {
 // pool is still the old layout's, and the keys already moved are overwritten again. A pool found at both
 // tags is refused (ErrConflict): recreate it.
 func (r *Redis) moveLegacyKeys(ctx context.Context, pool string) error {
-	src := r.prefix + legacyPoolTag(pool) + ":"
-	dst := r.prefix + PoolTag(pool) + ":"
+	src, dst := legacyBase(r.prefix, pool), poolBase(r.prefix, pool)
 	srcCfg, dstCfg := src+luascripts.KeySuffixes[0], dst+luascripts.KeySuffixes[0]
 	n, err := r.c.Do(ctx, r.c.B().Exists().Key(dstCfg).Build()).AsInt64()
 	if err != nil {
@@ -195,11 +194,12 @@ const recreateBatch = 512
 // every operation on the pool keeps answering layout_mismatch (none writes), then PutPool re-declares it
 // in this layout. Leases, sessions and loads of the old pool are gone. It returns the layout the pool had.
 func (r *Redis) RecreatePool(ctx context.Context, pool string) (from string, err error) {
-	cfgKey := PoolKeys(r.prefix, pool)[0]
+	base, oldBase := poolBase(r.prefix, pool), legacyBase(r.prefix, pool)
+	cfgKey, oldCfg := base+luascripts.KeySuffixes[0], oldBase+luascripts.KeySuffixes[0]
 	cfg, from, err := r.readPoolConfigAt(ctx, cfgKey)
 	if err == nil && from == "" { // not at this layout's tag: layouts 1–5's (their tombstone is no pool)
 		if from, err = r.legacyLayout(ctx, pool); err == nil && from != "" {
-			cfg, _, err = r.readPoolConfigAt(ctx, legacyCfgKey(r.prefix, pool))
+			cfg, _, err = r.readPoolConfigAt(ctx, oldCfg)
 		}
 	}
 	if err != nil {
@@ -208,11 +208,10 @@ func (r *Redis) RecreatePool(ctx context.Context, pool string) (from string, err
 	if from == "" {
 		return "", unknownPool(pool)
 	}
-	oldCfg := legacyCfgKey(r.prefix, pool)
-	if err := r.dropKeys(ctx, strings.TrimSuffix(oldCfg, "cfg"), oldCfg); err != nil {
+	if err := r.dropKeys(ctx, oldBase, oldCfg); err != nil {
 		return "", err
 	}
-	if err := r.dropKeys(ctx, strings.TrimSuffix(cfgKey, "cfg"), cfgKey); err != nil {
+	if err := r.dropKeys(ctx, base, cfgKey); err != nil {
 		return "", err
 	}
 	for _, x := range r.c.DoMulti(ctx, r.c.B().Del().Key(cfgKey).Build(), r.c.B().Del().Key(oldCfg).Build()) { // two slots

@@ -144,34 +144,35 @@ func (r *Redis) Overlap(ctx context.Context, pool string, seq []uint64, now int6
 // parallel, does not use up the request's deadline before the pool that holds the lease is asked.
 func (r *Redis) lease(ctx context.Context, op, pool, id string, now int64) (bool, error) {
 	args := []string{op, istr(now), id}
-	if pool != "" {
-		arr, err := r.exec(ctx, luascripts.Lease, pool, args)
+	held := func(p string) (bool, error) {
+		arr, err := r.exec(ctx, luascripts.Lease, p, args)
 		if err != nil {
 			return false, err
 		}
-		if msgStr(arr[0]) == "unknown_pool" {
+		if msgStr(arr[0]) == "unknown_pool" && pool != "" { // asked for by name; a registry pool gone since holds nothing
 			return false, unknownPool(pool)
 		}
 		return msgStr(arr[0]) == "ok" && msgInt(arr[1]) == 1, nil
+	}
+	if pool != "" {
+		return held(pool)
 	}
 	pools, err := r.poolNames(ctx)
 	if err != nil {
 		return false, err
 	}
-	held := make([]bool, len(pools))
+	found := make([]bool, len(pools))
 	errs := make([]error, len(pools))
 	var wg sync.WaitGroup
 	for i, p := range pools {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			arr, err := r.exec(ctx, luascripts.Lease, p, args)
-			errs[i] = err
-			held[i] = err == nil && msgStr(arr[0]) == "ok" && msgInt(arr[1]) == 1
+			found[i], errs[i] = held(p)
 		}()
 	}
 	wg.Wait()
-	if slices.Contains(held, true) {
+	if slices.Contains(found, true) {
 		return true, nil
 	}
 	for _, err := range errs {
