@@ -5,6 +5,7 @@
 #
 #   own_redis_start NAME PORT [redis-server flags…]   # refuses a port in use; sets own_dir; traps EXIT
 #   own_pin PRIO CPUS                                   # sets PIN=(taskset -c CPUS chrt -f PRIO), or () without root
+#   own_client_pin                                      # sets CPIN for the benchmark's client: the other CPUs (see there)
 #   own_last / own_rest                                 # the last CPU / the others, for own_pin
 #   own_cpu                                             # prints the server's Redis CPU seconds (INFO user + sys)
 #   own_probe_start FILE / own_probe_stop               # the stall probe on the server's CPU, its JSON to FILE
@@ -23,6 +24,19 @@ own_cpu() { redis-cli -p "$own_port" info cpu | tr -d '\r' | awk -F: '/^used_cpu
 own_pin() {
   PIN=()
   if ((own_rt)); then PIN=(taskset -c "$2" chrt -f "$1"); fi
+}
+
+# own_client_pin sets CPIN, the prefix that runs a benchmark's client (kvrouter bench, redis-benchmark) the way
+# a router runs beside its Redis in a deployment: on CPUs of its own — here the ones the server is not pinned
+# to (own_rest), at SCHED_FIFO 5 (below the server, above the guest's ordinary tasks) — as bench-tail.sh and
+# churn-tail.sh always did. Go sizes GOMAXPROCS from that affinity (1 on a 2-CPU box). An unpinned client
+# also runs threads on the server's CPU, where the server at real-time priority preempts them whenever it
+# works; on this VM that added 40-60 µs to a 16-client open-loop p50 and multiplied the p99s
+# (docs/PERFORMANCE.md "Nineteenth session"). CLIENT_PIN=0 leaves the client unpinned, as before that
+# session (to reproduce older figures).
+own_client_pin() {
+  CPIN=()
+  if ((own_rt)) && [[ ${CLIENT_PIN:-1} != 0 ]]; then CPIN=(taskset -c "$own_rest" chrt -f 5); fi
 }
 
 # own_cleanup shuts the server down and removes own_dir; a script with more to clean calls it from its own

@@ -29,7 +29,8 @@ own_redis_start redis-floor "$port"
 redis-cli -p "$port" -x function load <"$(dirname "${BASH_SOURCE[0]}")/redis-floor/decision.lua" >/dev/null
 redis-cli -p "$port" hset floor:h a 1 b 2 >/dev/null
 keys=() done_keys=()
-tag="kvr:{706f6f6c2d6e616d652d6f662d747970696361}"
+# Key names as long as `kvrouter bench route`'s since layout 6 (its fresh prefix and pool name in the tag).
+tag="kvr:r01234567:{=w64-c64-k4-e1000000}"
 for k in cfg ro wk seen lv fence sc orph nd dead ls lx ss sx e: g: s: wz hc hu sy lz lc sz lp tc; do
   keys+=("$tag:$k")
 done
@@ -40,18 +41,19 @@ prompt=$(head -c 256 /dev/urandom | od -An -tx1 | tr -d ' \n')   # 512 printable
 lease=lease-0001 member=$(printf '%024d' 7)   # the lease route books and done ends; a load-order member
 route_args=("$prompt" "$lease" "$(printf 'l%.0s' {1..60})" 1796220000000 "$member")
 for i in $(seq 14); do route_args+=(""); done
+own_client_pin   # clients (redis-benchmark, kvrouter bench floor) on the other CPUs (own-redis.sh; CLIENT_PIN=0: unpinned)
 redis-cli -p "$port" fcall kvrouter_floor_setup 26 "${keys[@]}" "$prompt" >/dev/null
 measure() { # name clients cmd…
   local name=$1 c=$2
   shift 2
   local a b
   a=$(own_cpu)
-  redis-benchmark -p "$port" -n "$n" -c "$c" -q "$@" >/dev/null 2>&1
+  "${CPIN[@]}" redis-benchmark -p "$port" -n "$n" -c "$c" -q "$@" >/dev/null 2>&1
   b=$(own_cpu)
   awk -v a="$a" -v b="$b" -v n="$n" -v name="$name" -v c="$c" \
     'BEGIN { printf "%-28s clients %-3s %7.2f µs of Redis CPU per request\n", name, c, (b - a) / n * 1e6 }'
 }
-echo "redis-floor: $(redis-server --version | awk '{print $3}'), $n requests each, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "redis-floor: $(redis-server --version | awk '{print $3}'), $n requests each, load $(cut -d' ' -f1-3 /proc/loadavg), client ${CPIN[*]:-unpinned}"
 for c in 1 16; do
   measure PING "$c" PING
   measure "HGET (small hash)" "$c" HGET floor:h a
@@ -65,7 +67,7 @@ if [[ -n "${OPENLOOP:-}" ]]; then
   kvr="${KVROUTER:-$(dirname "${BASH_SOURCE[0]}")/../bin/kvrouter}"
   [[ -x "$kvr" ]] || (cd "$(dirname "${BASH_SOURCE[0]}")/.." && go build -o bin/kvrouter ./cmd/kvrouter)
   join1f() { local IFS=$'\x1f'; echo "$*"; }
-  "$kvr" bench floor --store "redis://127.0.0.1:$port" --rates "$OPENLOOP" --duration "${OPENLOOP_DURATION:-4s}" \
+  "${CPIN[@]}" "$kvr" bench floor --store "redis://127.0.0.1:$port" --rates "$OPENLOOP" --duration "${OPENLOOP_DURATION:-4s}" \
     --route-keys "$(join1f "${keys[@]}")" --route-args "$(join1f "${route_args[@]}")" \
     --done-keys "$(join1f "${done_keys[@]}")" --done-args "$(join1f "$lease" "$member")" ${OPENLOOP_FLAGS:-} >/dev/null
 fi
