@@ -20,7 +20,11 @@
 # the same rates (OPENLOOP_DURATION, default 4s; 3 runs per rate; OPENLOOP_FLAGS, e.g. '--spin-tail 0',
 # go to `kvrouter bench floor` as they are). OPENLOOP=half drives it as `bench route --clients 1,16 --rate half`
 # drives kvrouter: closed loop at 1 and 16 clients (OPENLOOP_FLAGS='--clients N,…' for others), then open
-# loop at half of what each made — the floor at half of its own saturation.
+# loop at half of what each made — the floor at half of its own saturation. Clients run pinned off Redis's
+# CPU (own-redis.sh own_client_pin): on a 2-CPU box that is one client CPU, which drives the bare decision's
+# 16-client closed loop (~35 k/s) but not its open loop at half of it (~17 k/s from 64 senders: the
+# generator falls behind, p99 in tens of ms) — at 16 clients that open-loop figure is the client's limit,
+# not a floor (docs/PERFORMANCE.md "Nineteenth session"); its 1-client figures and the Redis CPU rows are.
 set -euo pipefail
 port="${1:?usage: scripts/redis-floor.sh PORT [REQUESTS]}"
 n="${2:-50000}"
