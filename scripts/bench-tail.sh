@@ -31,8 +31,8 @@ own_probe_start "$out.probe"
 # The server logs calls over 1 ms for the whole benchmark (index loading included), and the index is kept
 # (--prefix) rather than dropped key by key: the server is this script's and is shut down after.
 redis-cli -p "$port" config set slowlog-log-slower-than 1000 >/dev/null
-own_pin 5 "$own_rest"
-"${PIN[@]}" "$kvr" bench route --store "redis://127.0.0.1:$port" --slowlog-us 1000 --prefix tail: "$@" >"$out"
+own_client_pin
+"${CPIN[@]}" "$kvr" bench route --store "redis://127.0.0.1:$port" --slowlog-us 1000 --prefix tail: "$@" >"$out"
 own_probe_stop
 
 python3 scripts/tail_attribution.py "$out" "$out.probe"

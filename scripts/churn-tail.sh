@@ -15,7 +15,7 @@ kvr="${KVROUTER:-bin/kvrouter}"
 [[ -x "$kvr" ]] || go build -o "$kvr" ./cmd/kvrouter
 . scripts/own-redis.sh
 own_redis_start churn-tail "$port"
-own_pin 5 "$own_rest"
+own_client_pin
 echo "churn-tail: load before $(cut -d' ' -f1-3 /proc/loadavg)" >&2
-"${PIN[@]}" "$kvr" bench churn --store "redis://127.0.0.1:$port" --slowlog-us 1000 "$@"
+"${CPIN[@]}" "$kvr" bench churn --store "redis://127.0.0.1:$port" --slowlog-us 1000 "$@"
 echo "churn-tail: load after $(cut -d' ' -f1-3 /proc/loadavg)" >&2

@@ -29,9 +29,9 @@ own_pin() {
 # own_client_pin sets CPIN, the prefix that runs a benchmark's client (kvrouter bench, redis-benchmark) the way
 # a router runs beside its Redis in a deployment: on CPUs of its own — here the ones the server is not pinned
 # to (own_rest), at SCHED_FIFO 5 (below the server, above the guest's ordinary tasks) — as bench-tail.sh and
-# churn-tail.sh always did. Go sizes GOMAXPROCS from that affinity (1 on a 2-CPU box). An unpinned client
+# churn-tail.sh always did (they call it too). Go sizes GOMAXPROCS from that affinity (1 on a 2-CPU box). An unpinned client
 # also runs threads on the server's CPU, where the server at real-time priority preempts them whenever it
-# works; on this VM that added 40-60 µs to a 16-client open-loop p50 and multiplied the p99s
+# works; on this VM that added 38-55 µs to a 16-client open-loop p50 and multiplied the p99s
 # (docs/PERFORMANCE.md "Nineteenth session"). CLIENT_PIN=0 leaves the client unpinned, as before that
 # session (to reproduce older figures).
 own_client_pin() {
