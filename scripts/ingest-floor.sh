@@ -19,6 +19,9 @@
 # With CALLGRIND=1 the server runs under valgrind's callgrind (REDIS_SERVER: a build with symbols, e.g.
 # Redis's source built with make) and each row is the instructions inside FCALL (fcallCommand, inclusive)
 # per block, counted from a fresh server per row; without, each row is Redis CPU per block.
+# Pinned as the other floor and tail scripts (own-redis.sh, as root on ≥ 2 CPUs): the native server on the
+# last CPU at SCHED_FIFO 10, the clients (drive.py, kvrouter bench ingest) on the others at SCHED_FIFO 5
+# (own_client_pin; CLIENT_PIN=0 leaves them unpinned). Before the nineteenth session neither was pinned.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 port=${1:?usage: scripts/ingest-floor.sh PORT [CALLS]}
@@ -26,6 +29,10 @@ calls=${2:-312}
 kvr="${KVROUTER:-bin/kvrouter}"
 [[ -x "$kvr" ]] || go build -o "$kvr" ./cmd/kvrouter
 srv=${REDIS_SERVER:-redis-server}
+. scripts/own-redis.sh   # own_pin, own_client_pin (this script starts its servers itself, one per row)
+own_pin 10 "$own_last"
+spin=("${PIN[@]}")
+own_client_pin
 if redis-cli -p "$port" ping >/dev/null 2>&1; then echo "ingest-floor: something already listens on $port" >&2; exit 2; fi
 dir=$(mktemp -d /tmp/ingest-floor.XXXXXX)
 trap 'redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true' EXIT
@@ -39,20 +46,20 @@ row() { # name: one fresh server, warm-up, the measured part
     valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$out/cg.%p" \
       "$srv" --port "$port" --save '' --appendonly no --dir "$out" >"$out/valgrind.log" 2>&1 &
   else
-    "$srv" --port "$port" --save '' --appendonly no --dir "$out" --daemonize yes --logfile "$out/redis.log"
+    "${spin[@]}" "$srv" --port "$port" --save '' --appendonly no --dir "$out" --daemonize yes --logfile "$out/redis.log"
   fi
   up
   local pid
   pid=$(redis-cli -p "$port" info server | tr -d '\r' | awk -F: '$1 == "process_id" {print $2}')
   redis-cli -p "$port" -x function load replace <scripts/ingest-floor/probe.lua >/dev/null
   local bench=("$kvr" bench ingest --store "redis://127.0.0.1:$port" --workers 16 --replicas "${REPLICAS:-1}" --clients 1 --repeat 1)
-  if [[ $name == kvrouter ]]; then "${bench[@]}" --blocks 12800 >/dev/null 2>&1
-  else python3 scripts/ingest-floor/drive.py "$port" "$name" 200 64 7 >/dev/null; fi
+  if [[ $name == kvrouter ]]; then "${CPIN[@]}" "${bench[@]}" --blocks 12800 >/dev/null 2>&1
+  else "${CPIN[@]}" python3 scripts/ingest-floor/drive.py "$port" "$name" 200 64 7 >/dev/null; fi
   [[ -n ${CALLGRIND:-} ]] && callgrind_control -i on "$pid" >/dev/null 2>&1
   local t0 t1 per
   t0=$(cpu)
-  if [[ $name == kvrouter ]]; then "${bench[@]}" --blocks "$blocks" >"$out/bench.json" 2>"$out/bench.err"
-  else python3 scripts/ingest-floor/drive.py "$port" "$name" "$calls" 64 1 >/dev/null; fi
+  if [[ $name == kvrouter ]]; then "${CPIN[@]}" "${bench[@]}" --blocks "$blocks" >"$out/bench.json" 2>"$out/bench.err"
+  else "${CPIN[@]}" python3 scripts/ingest-floor/drive.py "$port" "$name" "$calls" 64 1 >/dev/null; fi
   t1=$(cpu)
   [[ -n ${CALLGRIND:-} ]] && callgrind_control -i off "$pid" >/dev/null 2>&1
   redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
@@ -68,4 +75,4 @@ row() { # name: one fresh server, warm-up, the measured part
   fi
 }
 for name in ${ROWS:-fl_empty fl_per_block fl_paged fl_grouped kvrouter}; do row "$name"; done
-echo "ingest-floor: $blocks blocks per row; load average $(cut -d' ' -f1-3 /proc/loadavg); output in $dir"
+echo "ingest-floor: $blocks blocks per row; load average $(cut -d' ' -f1-3 /proc/loadavg); clients ${CPIN[*]:-unpinned}; output in $dir"

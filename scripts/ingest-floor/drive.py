@@ -5,14 +5,15 @@
     drive.py PORT FUNCTION CALLS [BLOCKS_PER_CALL] [SEED] [SLOTS]
 
 Call i writes engine-map slot i % SLOTS (default 16: kvrouter bench ingest's 16 workers, one slot each).
-Key names are as long as kvrouter's (a 40-hex-digit pool tag): Redis and Lua hash and copy them per command.
+Key names are as long as kvrouter bench ingest's since layout 6 (its fresh prefix and pool name in the tag;
+before, a 40-hex-digit pool tag): Redis and Lua hash and copy them per command.
 """
 import random
 import socket
 import sys
 
 
-TAG = 'kvr:{' + '6b7672696e676573742d666c6f6f722d70726f62' + '}'
+TAG = 'kvr:r01234567:{=w16-c64-k1-e20000}'
 
 
 def resp(*args):
