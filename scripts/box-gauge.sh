@@ -25,7 +25,7 @@ command -v redis-benchmark >/dev/null || { echo "box-gauge: needs redis-benchmar
 own_redis_start box-gauge "$port"
 
 n=20000
-own_pin 5 "$own_rest"
+own_pin 5 "$own_rest"   # fixed, not own_client_pin: the thresholds were set with this client (CLIENT_PIN does not apply)
 a=$(own_cpu)
 "${PIN[@]}" redis-benchmark -p "$port" -n "$n" -c 1 -q PING >/dev/null
 b=$(own_cpu)

@@ -30,8 +30,7 @@ kvr="${KVROUTER:-bin/kvrouter}"
 [[ -x "$kvr" ]] || go build -o "$kvr" ./cmd/kvrouter
 srv=${REDIS_SERVER:-redis-server}
 . scripts/own-redis.sh   # own_pin, own_client_pin (this script starts its servers itself, one per row)
-own_pin 10 "$own_last"
-spin=("${PIN[@]}")
+own_server_pin
 own_client_pin
 if redis-cli -p "$port" ping >/dev/null 2>&1; then echo "ingest-floor: something already listens on $port" >&2; exit 2; fi
 dir=$(mktemp -d /tmp/ingest-floor.XXXXXX)
@@ -46,7 +45,7 @@ row() { # name: one fresh server, warm-up, the measured part
     valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$out/cg.%p" \
       "$srv" --port "$port" --save '' --appendonly no --dir "$out" >"$out/valgrind.log" 2>&1 &
   else
-    "${spin[@]}" "$srv" --port "$port" --save '' --appendonly no --dir "$out" --daemonize yes --logfile "$out/redis.log"
+    "${SPIN[@]}" "$srv" --port "$port" --save '' --appendonly no --dir "$out" --daemonize yes --logfile "$out/redis.log"
   fi
   up
   local pid

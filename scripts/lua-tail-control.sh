@@ -24,7 +24,7 @@ iters="${3:-12000}"
 own_redis_start lua-tail-control "$port" --slowlog-log-slower-than 1000 --slowlog-max-len 10000
 # The same stall probe scripts/bench-tail.sh runs, so the controls and bench-tail's calls are preempted alike.
 if [[ ${PROBE:-0} == 1 ]]; then own_probe_start "$own_dir/probe.json"; fi
-own_pin 5 "$own_rest"
+own_client_pin   # as bench-tail.sh's client, which this controls for
 redis-cli -p "$port" function load "#!lua name=kvrouter_tail_control
 redis.register_function('tail_spin', function(keys, args)
   local n, x = tonumber(args[1]), 0
@@ -44,14 +44,14 @@ redis.register_function{function_name = 'tail_mem', flags = {'no-writes'}, callb
   end
   return hit
 end}" >/dev/null
-"${PIN[@]}" redis-benchmark -p "$port" -t set -r 1000000 -n 2000000 -d 100 -P 64 -c 1 -q >/dev/null 2>&1
+"${CPIN[@]}" redis-benchmark -p "$port" -t set -r 1000000 -n 2000000 -d 100 -P 64 -c 1 -q >/dev/null 2>&1
 echo "lua-tail-control: mem's keyspace $(redis-cli -p "$port" dbsize) keys, $(redis-cli -p "$port" info memory | grep -o 'used_memory_human:[^[:space:]]*'), a call's hits $(redis-cli -p "$port" fcall tail_mem 0 $((iters / 100)) 12345) of $((iters / 100))"
 echo "lua-tail-control: $calls calls each, load $(cut -d' ' -f1-3 /proc/loadavg)"
 for f in "tail_spin $iters" "tail_alloc $((iters / 20))" "tail_mem $((iters / 100)) __rand_int__"; do
   read -r name n seed <<<"$f"
   redis-cli -p "$port" slowlog reset >/dev/null
   redis-cli -p "$port" config resetstat >/dev/null
-  "${PIN[@]}" redis-benchmark -p "$port" -n "$calls" -c 1 -r 1000000000 -q FCALL "$name" 0 "$n" ${seed:+"$seed"} >/dev/null 2>&1
+  "${CPIN[@]}" redis-benchmark -p "$port" -n "$calls" -c 1 -r 1000000000 -q FCALL "$name" 0 "$n" ${seed:+"$seed"} >/dev/null 2>&1
   mean=$(redis-cli -p "$port" info commandstats | grep -o 'cmdstat_fcall:.*usec_per_call=[0-9.]*' | grep -o '[0-9.]*$')
   summary=$(python3 "$(dirname "${BASH_SOURCE[0]}")/slowlog_summary.py" "$port" | grep "FCALL $name" || true)
   printf '%-11s %6s µs per call   calls over 1 ms: %s\n' "$name" "$mean" "${summary:-none}"

@@ -5,6 +5,7 @@
 #
 #   own_redis_start NAME PORT [redis-server flags…]   # refuses a port in use; sets own_dir; traps EXIT
 #   own_pin PRIO CPUS                                   # sets PIN=(taskset -c CPUS chrt -f PRIO), or () without root
+#   own_server_pin                                      # sets SPIN for a server: the last CPU, SCHED_FIFO 10 (own_redis_start's)
 #   own_client_pin                                      # sets CPIN for the benchmark's client: the other CPUs (see there)
 #   own_last / own_rest                                 # the last CPU / the others, for own_pin
 #   own_cpu                                             # prints the server's Redis CPU seconds (INFO user + sys)
@@ -26,14 +27,22 @@ own_pin() {
   if ((own_rt)); then PIN=(taskset -c "$2" chrt -f "$1"); fi
 }
 
+# own_server_pin sets SPIN, the prefix every script's redis-server runs under: the last CPU at SCHED_FIFO 10,
+# so nothing else in the guest preempts it (own_redis_start uses it; ingest-floor.sh, which starts a server
+# per row itself, too).
+own_server_pin() {
+  own_pin 10 "$own_last"
+  SPIN=("${PIN[@]}")
+}
+
 # own_client_pin sets CPIN, the prefix that runs a benchmark's client (kvrouter bench, redis-benchmark) the way
 # a router runs beside its Redis in a deployment: on CPUs of its own — here the ones the server is not pinned
 # to (own_rest), at SCHED_FIFO 5 (below the server, above the guest's ordinary tasks) — as bench-tail.sh and
-# churn-tail.sh always did (they call it too). Go sizes GOMAXPROCS from that affinity (1 on a 2-CPU box). An unpinned client
-# also runs threads on the server's CPU, where the server at real-time priority preempts them whenever it
-# works; on this VM that added 38-55 µs to a 16-client open-loop p50 and multiplied the p99s
-# (docs/PERFORMANCE.md "Nineteenth session"). CLIENT_PIN=0 leaves the client unpinned, as before that
-# session (to reproduce older figures).
+# churn-tail.sh always did (they call it too). Go sizes GOMAXPROCS from that affinity (1 on a 2-CPU box).
+# An unpinned client also runs threads on the server's CPU, where the server at real-time priority preempts
+# them whenever it works; on this VM that added 38-55 µs to a 16-client open-loop p50 and multiplied the
+# p99s (docs/PERFORMANCE.md "Nineteenth session"). CLIENT_PIN=0 leaves the client unpinned, as before that
+# session (to reproduce older figures). box-gauge.sh keeps its own fixed pin: a gauge, not a benchmark.
 own_client_pin() {
   CPIN=()
   if ((own_rt)) && [[ ${CLIENT_PIN:-1} != 0 ]]; then CPIN=(taskset -c "$own_rest" chrt -f 5); fi
@@ -80,8 +89,8 @@ own_redis_start() {
   fi
   own_dir=$(mktemp -d)
   trap own_cleanup EXIT
-  own_pin 10 "$own_last"
-  "${PIN[@]}" "${REDIS_SERVER:-redis-server}" --port "$own_port" --save '' --appendonly no --daemonize yes \
+  own_server_pin
+  "${SPIN[@]}" "${REDIS_SERVER:-redis-server}" --port "$own_port" --save '' --appendonly no --daemonize yes \
     --logfile "$own_dir/redis.log" "$@"
   for _ in $(seq 50); do redis-cli -p "$own_port" ping >/dev/null 2>&1 && break; sleep 0.1; done
 }
