@@ -12,7 +12,11 @@
 #   PING · HGET of a small hash · FCALL of the no-op with 0 keys · FCALL of the no-op with 26 keys
 #   (the length of kvrouter's key list, names as long as a pool's) · the least a booked decision does
 #   in Redis, route (11 commands) and done (6), with none of kvrouter's logic (redis-floor/decision.lua):
-#   their sum is a floor under SPEC §9's ≤ 30 µs for any design that books inside Redis.
+#   their sum is a floor under SPEC §9's ≤ 30 µs for any design that books inside Redis · the least
+#   decision that *chooses* (kvrouter_floor_min_route, 12 commands, and kvrouter_floor_min_done, 6: holders
+#   and their shared prefix found, the candidates' loads read and costed, the minimum booked, released;
+#   only the 5 and 4 keys they use, knobs as arguments, none of kvrouter's checks or features): the floor
+#   under any design that decides inside Redis.
 # Prints one line per (request, clients) and the load average.
 # OPENLOOP=R1,R2,… then drives the bare decision open loop at those decisions/s (`kvrouter bench floor`:
 # the schedule and clock of `kvrouter bench route --rate`; KVROUTER picks the binary, default bin/kvrouter),
@@ -25,6 +29,9 @@
 # 16-client closed loop (~35 k/s) but not its open loop at half of it (~17 k/s from 64 senders: the
 # generator falls behind, p99 in tens of ms) — at 16 clients that open-loop figure is the client's limit,
 # not a floor (docs/PERFORMANCE.md "Nineteenth session"); its 1-client figures and the Redis CPU rows are.
+# OPENLOOP_FLOORS (default "bare min") names the decisions driven that way: bare (route 11 + done 6
+# commands) and min (the least decision that chooses); each run alternates route and done per client, so
+# the min done finds its lease (redis-benchmark's rows run route and done in separate loops).
 set -euo pipefail
 port="${1:?usage: scripts/redis-floor.sh PORT [REQUESTS]}"
 n="${2:-50000}"
@@ -42,11 +49,16 @@ for k in lv ls sx lz cfg ro wk seen fence sc hc hu lc; do
   done_keys+=("$tag:$k")
 done
 prompt=$(head -c 256 /dev/urandom | od -An -tx1 | tr -d ' \n')   # 512 printable bytes: 64 blocks of 8
+mtag="kvr:r01234567:{=m64-c64-k4-e1000000}"   # the minimal decision's pool: its own keys, as long as the bare one's
+min_keys=("$mtag:e:" "$mtag:lv" "$mtag:lz" "$mtag:ls" "$mtag:lx") min_done_keys=("$mtag:lv" "$mtag:lz" "$mtag:ls" "$mtag:lx")
 lease=lease-0001 member=$(printf '%024d' 7)   # the lease route books and done ends; a load-order member
 route_args=("$prompt" "$lease" "$(printf 'l%.0s' {1..60})" 1796220000000 "$member")
 for i in $(seq 14); do route_args+=(""); done
+# The minimal decision's arguments: prompt, lease, now ms, 1,024 prompt tokens, block 16, weights 1 and 1.
+min_args=("$prompt" "$lease" 1796220000000 1024 16 1 1) min_done_args=("$lease" 1 1 16)
 own_client_pin   # clients (redis-benchmark, kvrouter bench floor) on the other CPUs (own-redis.sh; CLIENT_PIN=0: unpinned)
 redis-cli -p "$port" fcall kvrouter_floor_setup 26 "${keys[@]}" "$prompt" >/dev/null
+redis-cli -p "$port" fcall kvrouter_floor_min_setup 3 "${min_keys[@]:0:3}" "$prompt" >/dev/null
 measure() { # name clients cmd…
   local name=$1 c=$2
   shift 2
@@ -65,14 +77,28 @@ for c in 1 16; do
   measure "FCALL no-op, 26 keys" "$c" FCALL kvrouter_floor_nop 26 "${keys[@]}"
   measure "floor route (11 commands)" "$c" FCALL kvrouter_floor_route 26 "${keys[@]}" "${route_args[@]}"
   measure "floor done (6 commands)" "$c" FCALL kvrouter_floor_done 13 "${done_keys[@]}" "$lease" "$member"
+  measure "min route (12, deciding)" "$c" FCALL kvrouter_floor_min_route 5 "${min_keys[@]}" "${min_args[@]}"
+  measure "min done (6)" "$c" FCALL kvrouter_floor_min_done 4 "${min_done_keys[@]}" "${min_done_args[@]}"
 done
 if [[ -n "${OPENLOOP:-}" ]]; then
-  echo "open loop, bare decision (route latency from its scheduled time; done after it, outside the latency):"
   kvr="${KVROUTER:-$(dirname "${BASH_SOURCE[0]}")/../bin/kvrouter}"
   [[ -x "$kvr" ]] || (cd "$(dirname "${BASH_SOURCE[0]}")/.." && go build -o bin/kvrouter ./cmd/kvrouter)
   join1f() { local IFS=$'\x1f'; echo "$*"; }
-  "${CPIN[@]}" "$kvr" bench floor --store "redis://127.0.0.1:$port" --rates "$OPENLOOP" --duration "${OPENLOOP_DURATION:-4s}" \
-    --route-keys "$(join1f "${keys[@]}")" --route-args "$(join1f "${route_args[@]}")" \
-    --done-keys "$(join1f "${done_keys[@]}")" --done-args "$(join1f "$lease" "$member")" ${OPENLOOP_FLAGS:-} >/dev/null
+  for f in ${OPENLOOP_FLOORS:-bare min}; do
+    case "$f" in
+      bare)
+        echo "open loop, bare decision (route latency from its scheduled time; done after it, outside the latency):"
+        "${CPIN[@]}" "$kvr" bench floor --store "redis://127.0.0.1:$port" --rates "$OPENLOOP" --duration "${OPENLOOP_DURATION:-4s}" \
+          --route-keys "$(join1f "${keys[@]}")" --route-args "$(join1f "${route_args[@]}")" \
+          --done-keys "$(join1f "${done_keys[@]}")" --done-args "$(join1f "$lease" "$member")" ${OPENLOOP_FLAGS:-} >/dev/null ;;
+      min)
+        echo "open loop, the minimal deciding decision (kvrouter_floor_min_route, then kvrouter_floor_min_done):"
+        "${CPIN[@]}" "$kvr" bench floor --store "redis://127.0.0.1:$port" --rates "$OPENLOOP" --duration "${OPENLOOP_DURATION:-4s}" \
+          --route-fn kvrouter_floor_min_route --done-fn kvrouter_floor_min_done \
+          --route-keys "$(join1f "${min_keys[@]}")" --route-args "$(join1f "${min_args[@]}")" \
+          --done-keys "$(join1f "${min_done_keys[@]}")" --done-args "$(join1f "${min_done_args[@]}")" ${OPENLOOP_FLAGS:-} >/dev/null ;;
+      *) echo "redis-floor: OPENLOOP_FLOORS: unknown floor $f (bare, min)" >&2; exit 2 ;;
+    esac
+  done
 fi
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -19,6 +19,7 @@ func init() {
 func runBenchFloor(ctx context.Context, args []string) error {
 	fs := newFlagSet("bench floor", "bench floor --store redis://… (--rates R1,R2 | --rates half --clients 1,16) --route-keys K… --done-keys K… --route-args A… --done-args A…\n\n"+
 		"Drives the bare decision of scripts/redis-floor/decision.lua (kvrouter_floor_route, then kvrouter_floor_done;\n"+
+		"or another pair of its functions: --route-fn/--done-fn, e.g. the minimal deciding kvrouter_floor_min_*;\n"+
 		"the library must be loaded: scripts/redis-floor.sh with OPENLOOP=… does all of it) open loop at each rate,\n"+
 		"with the schedule and clock of `bench route --rate`; with --rates half, closed loop at each --clients count and\n"+
 		"then open loop at half of its decisions/s, as `bench route --clients … --rate half`. Keys and arguments are separated by ASCII unit\n"+
@@ -34,13 +35,15 @@ func runBenchFloor(ctx context.Context, args []string) error {
 	routeArgs := fs.String("route-args", "", "kvrouter_floor_route's arguments")
 	doneKeys := fs.String("done-keys", "", "kvrouter_floor_done's keys")
 	doneArgs := fs.String("done-args", "", "kvrouter_floor_done's arguments")
+	routeFn := fs.String("route-fn", "kvrouter_floor_route", "the route function (kvrouter_floor_min_route: the least decision that chooses)")
+	doneFn := fs.String("done-fn", "kvrouter_floor_done", "the done function (kvrouter_floor_min_done with kvrouter_floor_min_route)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *spinTail < 0 {
 		return fmt.Errorf("--spin-tail %v: want >= 0", *spinTail)
 	}
-	o := bench.FloorOptions{Duration: *dur, Senders: *senders, Repeat: *repeat, SpinTail: *spinTail, RouteFn: "kvrouter_floor_route", DoneFn: "kvrouter_floor_done",
+	o := bench.FloorOptions{Duration: *dur, Senders: *senders, Repeat: *repeat, SpinTail: *spinTail, RouteFn: *routeFn, DoneFn: *doneFn,
 		RouteKeys: split1f(*routeKeys), RouteArgs: split1f(*routeArgs), DoneKeys: split1f(*doneKeys), DoneArgs: split1f(*doneArgs), Log: os.Stderr}
 	if strings.TrimSpace(*rates) == "half" {
 		for _, f := range strings.Split(*clients, ",") {

@@ -2,7 +2,11 @@ package bench
 
 import (
 	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -82,5 +86,113 @@ func TestRunFloor(t *testing.T) {
 	if _, err := RunFloor(context.Background(), st, FloorOptions{Rates: []float64{100}, RouteFn: "kvrouter_floor_nosuch", DoneFn: "x",
 		Duration: 50 * time.Millisecond, Repeat: 1}); err == nil {
 		t.Fatal("a missing function did not fail the run")
+	}
+}
+
+// TestFloorMinDecision checks that scripts/redis-floor's minimal deciding decision decides (it is a floor
+// under designs that choose, so it must really choose): the four holders of the prompt's first 40 blocks
+// win while they are the cheapest, then the least-loaded candidate of the load order; every booking is
+// in the loads, the load order and the leases, and the dones take all of it back. And RunFloor drives it.
+func TestFloorMinDecision(t *testing.T) {
+	lib, err := os.ReadFile("../../scripts/redis-floor/decision.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := testredis.Start(t)
+	do := func(args ...string) string {
+		t.Helper()
+		r, err := srv.Do(10*time.Second, args...)
+		if err != nil {
+			t.Fatalf("%v: %v", args[:2], err)
+		}
+		return r
+	}
+	do("FUNCTION", "LOAD", string(lib))
+	tag := "kvr:{floormin}:"
+	ke, klv, klz, kls, klx := tag+"e:", tag+"lv", tag+"lz", tag+"ls", tag+"lx"
+	var prompt strings.Builder
+	for i := range 64 { // 64 blocks of 8 bytes, all distinct
+		fmt.Fprintf(&prompt, "blk%05d", i)
+	}
+	do("FCALL", "kvrouter_floor_min_setup", "3", ke, klv, klz, prompt.String())
+	st, err := statestore.OpenRedis(srv.URL(), statestore.RedisDialOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	call := func(fn string, keys, args []string) {
+		t.Helper()
+		if err := st.CallFunction(ctx, fn, keys, args); err != nil {
+			t.Fatal(err)
+		}
+	}
+	route := func(lease string) {
+		call("kvrouter_floor_min_route", []string{ke, klv, klz, kls, klx}, []string{prompt.String(), lease, "1796220000000", "1024", "16", "1", "1"})
+	}
+	done := func(lease string) {
+		call("kvrouter_floor_min_done", []string{klv, klz, kls, klx}, []string{lease, "1", "1", "16"})
+	}
+	member := func(c int) string { return string([]byte{0, 0, 0, byte(c)}) }
+	loads := func(c int) [3]float64 {
+		t.Helper()
+		b := do("GETRANGE", klv, strconv.Itoa(24*(c-1)), strconv.Itoa(24*c-1))
+		var l [3]float64
+		for i := range l {
+			l[i] = math.Float64frombits(binary.BigEndian.Uint64([]byte(b[8*i : 8*i+8])))
+		}
+		return l
+	}
+	for i := 1; i <= 5; i++ {
+		route(fmt.Sprintf("L%d", i))
+	}
+	// 1,024 tokens in blocks of 16: a holder prefills 1,024 - 40·16 = 384 tokens (cost 24), another
+	// candidate 1,024 (cost 64); a booked holder then costs (384+384)/16 + 64 + 1 = 113, so the fifth
+	// decision goes to the load order's head, candidate 5.
+	for c := 1; c <= 5; c++ {
+		want := [3]float64{384, 64, 1}
+		if c == 5 {
+			want[0] = 1024
+		}
+		if got := loads(c); got != want {
+			t.Errorf("candidate %d loads %v; want %v", c, got, want)
+		}
+	}
+	if got := loads(6); got != [3]float64{} {
+		t.Errorf("candidate 6 loads %v; want none", got)
+	}
+	if s := do("ZSCORE", klz, member(1)); s != "89" {
+		t.Errorf("candidate 1's load order score %s; want 89", s)
+	}
+	if s := do("ZSCORE", klz, member(5)); s != "129" {
+		t.Errorf("candidate 5's load order score %s; want 129", s)
+	}
+	if n := do("HLEN", kls); n != "5" {
+		t.Errorf("%s leases; want 5", n)
+	}
+	for i := 1; i <= 5; i++ {
+		done(fmt.Sprintf("L%d", i))
+	}
+	for c := 1; c <= 5; c++ {
+		if got := loads(c); got != [3]float64{} {
+			t.Errorf("after the dones candidate %d loads %v; want none", c, got)
+		}
+		if s := do("ZSCORE", klz, member(c)); s != "0" {
+			t.Errorf("after the dones candidate %d's score %s; want 0", c, s)
+		}
+	}
+	if n, m := do("HLEN", kls), do("ZCARD", klx); n != "0" || m != "0" {
+		t.Errorf("after the dones %s leases, %s expiries; want none", n, m)
+	}
+
+	runs, err := RunFloor(ctx, st, FloorOptions{Clients: []int{2}, Duration: 100 * time.Millisecond, Repeat: 1,
+		RouteFn: "kvrouter_floor_min_route", DoneFn: "kvrouter_floor_min_done",
+		RouteKeys: []string{ke, klv, klz, kls, klx}, RouteArgs: []string{prompt.String(), "L", "1796220000000", "1024", "16", "1", "1"},
+		DoneKeys: []string{klv, klz, kls, klx}, DoneArgs: []string{"L", "1", "1", "16"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 2 || runs[0].Decisions == 0 || runs[1].Decisions == 0 || runs[0].RedisCPUus <= 0 {
+		t.Fatalf("runs %+v; want a closed and an open run that decided", runs)
 	}
 }

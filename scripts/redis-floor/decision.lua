@@ -14,6 +14,28 @@
 --   kvrouter_floor_setup  KEYS as route's; ARGV[1] the prompt: 6 index buckets of 61 entries (a 1 M-entry
 --                         index's bucket size) holding its first 6 blocks, a 64-worker loads string, a
 --                         64-member load order.
+-- The least a decision that *chooses* does (docs/PERFORMANCE.md "Twentieth session"): the bare decision above
+-- issues a decision's commands but decides nothing. These add the least logic any design that decides inside
+-- Redis needs — find the holders and their shared prefix, read the candidates' loads, cost them, pick, book,
+-- and release — and nothing kvrouter adds (no pool record or layout check, knobs as arguments, no filters,
+-- sessions, health, tiers, soft entries, expiry sweeps, tie rule or memos), with only the keys they use:
+--   kvrouter_floor_min_setup  KEYS: [1] index bucket prefix, [2] loads, [3] load order; ARGV[1] the prompt
+--                         (64 blocks of 8 bytes): every block's index bucket (16,384 by the hash's last two
+--                         bytes, as kvrouter) filled to 61 entries, the prompt's first 40 blocks held by
+--                         slots 1-4 (a chain shared by 4), a 64-candidate loads string and load order.
+--   kvrouter_floor_min_route  KEYS: [1] bucket prefix, [2] loads, [3] load order, [4] leases, [5] lease
+--                         expiries; ARGV: [1] prompt, [2] lease id, [3] now ms, [4] prompt tokens, [5] block
+--                         size, tokens, [6] prefill weight, [7] request weight. Position 0's holders decoded,
+--                         one binary search of the prefix they hold (6 HGETs over 64 blocks, each holder
+--                         tested with string.find), the least-loaded candidate (ZRANGE 0 0), every
+--                         candidate's loads from one GET, cost = w_p·prefill/block + decode + w_r·requests,
+--                         the minimum booked (SETRANGE, the load order's ZADD, the lease HSET and its expiry
+--                         ZADD). 12 commands. Reply {candidate, overlap blocks, cost as %.17g}.
+--   kvrouter_floor_min_done   KEYS: [1] loads, [2] load order, [3] leases, [4] lease expiries; ARGV: [1] lease
+--                         id, [2] prefill weight, [3] request weight, [4] block size. The lease read, its
+--                         loads subtracted (GETRANGE, SETRANGE, ZADD), the lease deleted (HDEL, ZREM). 6
+--                         commands; a lease already gone (the benchmark's clients share one id) is released
+--                         from a default record, so every call does the same work.
 local function floor_nop() return 0 end
 local function floor_setup(keys, args)
   local blob = args[1]
@@ -47,7 +69,93 @@ local function floor_done(keys, args)
   redis.call('ZADD', keys[4], '0', args[2])
   return lease and 1 or 0
 end
+-- The minimal decision's load order member and score (see the header): the candidate's 4-byte index, scored
+-- by its load key.
+local function min_member(c) return struct.pack('>I4', c) end
+local function min_score(pls, rw, bs, p, d, r) return string.format('%.17g', pls * p / bs + d + rw * r) end
+local MIN_DEPTH, MIN_HOLDERS, MIN_CANDS = 40, 4, 64
+local function floor_min_setup(keys, args)
+  local blob = args[1]
+  for i = 0, #blob / 8 - 1 do
+    local a, b = string.byte(blob, i * 8 + 7, i * 8 + 8)
+    local bucket = keys[1] .. ((a * 256 + b) % 16384)
+    for j = 1, 60 do redis.call('HSET', bucket, string.format('%06d%d', j, i % 10), string.rep('x', 41)) end
+    if i < MIN_DEPTH then
+      local v = string.rep('p', 8) .. '\1'
+      for s = 1, MIN_HOLDERS do v = v .. struct.pack('>I4i4', s, 8) end
+      redis.call('HSET', bucket, string.sub(blob, i * 8 + 1, i * 8 + 7), v)
+    end
+  end
+  redis.call('SET', keys[2], string.rep(struct.pack('>ddd', 0, 0, 0), MIN_CANDS))
+  for c = 1, MIN_CANDS do redis.call('ZADD', keys[3], '0', min_member(c)) end
+  return 1
+end
+local function floor_min_route(keys, args)
+  local blob, lease, now, isl = args[1], args[2], tonumber(args[3]), tonumber(args[4])
+  local bs, pls, rw = tonumber(args[5]), tonumber(args[6]), tonumber(args[7])
+  local ke = keys[1]
+  local nb = #blob / 8
+  local memo = {}
+  local function entry(i) -- the index entry of prompt position i (0-based), false when absent
+    local e = memo[i]
+    if e == nil then
+      local a, b = string.byte(blob, i * 8 + 7, i * 8 + 8)
+      e = redis.call('HGET', ke .. ((a * 256 + b) % 16384), string.sub(blob, i * 8 + 1, i * 8 + 7))
+      memo[i] = e
+    end
+    return e
+  end
+  local cands, ovs = {}, {}
+  local e0 = entry(0)
+  if e0 then
+    for off = 10, #e0, 8 do
+      local key = string.sub(e0, off, off + 3)
+      local lo, hi = 1, nb   -- the longest prefix held: positions < lo are held, positions >= hi + 1 are not
+      while lo < hi do
+        local m = math.floor((lo + hi + 1) / 2)
+        local e = entry(m - 1)
+        if e and string.find(e, key, 10, true) then lo = m else hi = m - 1 end
+      end
+      local c = struct.unpack('>I4', key)   -- slot = candidate index here (a real store maps slots to candidates)
+      cands[#cands + 1], ovs[c] = c, lo
+    end
+  end
+  local head = struct.unpack('>I4', redis.call('ZRANGE', keys[3], 0, 0)[1])
+  if not ovs[head] then cands[#cands + 1], ovs[head] = head, 0 end
+  local loads = redis.call('GET', keys[2])
+  local best, bc, bp, bd, br, bn = math.huge, 0, 0, 0, 0, 0
+  for _, c in ipairs(cands) do
+    local p, d, r = struct.unpack('>ddd', loads, 24 * (c - 1) + 1)
+    local np = math.max(isl - ovs[c] * bs, 0)
+    local cost = pls * (p + np) / bs + d + rw * r
+    if cost < best then best, bc, bp, bd, br, bn = cost, c, p, d, r, np end
+  end
+  local blocks = math.ceil(isl / bs)
+  bp, bd, br = bp + bn, bd + blocks, br + 1
+  redis.call('SETRANGE', keys[2], 24 * (bc - 1), struct.pack('>ddd', bp, bd, br))
+  redis.call('ZADD', keys[3], min_score(pls, rw, bs, bp, bd, br), min_member(bc))
+  redis.call('HSET', keys[4], lease, struct.pack('>I4dd', bc, bn, blocks))
+  redis.call('ZADD', keys[5], string.format('%d', now + 60000), lease)
+  return {bc, ovs[bc], string.format('%.17g', best)}
+end
+local MIN_DEFAULT_LEASE = '\0\0\0\1\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0'   -- struct.pack('>I4dd', 1, 0, 0) (no library at load time)
+local function floor_min_done(keys, args)
+  local lease, pls, rw, bs = args[1], tonumber(args[2]), tonumber(args[3]), tonumber(args[4])
+  local rec = redis.call('HGET', keys[3], lease) or MIN_DEFAULT_LEASE
+  local c, np, blocks = struct.unpack('>I4dd', rec)
+  local off = 24 * (c - 1)
+  local p, d, r = struct.unpack('>ddd', redis.call('GETRANGE', keys[1], off, off + 23))
+  p, d, r = math.max(p - np, 0), math.max(d - blocks, 0), math.max(r - 1, 0)
+  redis.call('SETRANGE', keys[1], off, struct.pack('>ddd', p, d, r))
+  redis.call('ZADD', keys[2], min_score(pls, rw, bs, p, d, r), min_member(c))
+  redis.call('HDEL', keys[3], lease)
+  redis.call('ZREM', keys[4], lease)
+  return 1
+end
 redis.register_function('kvrouter_floor_nop', floor_nop)
 redis.register_function('kvrouter_floor_setup', floor_setup)
 redis.register_function('kvrouter_floor_route', floor_route)
 redis.register_function('kvrouter_floor_done', floor_done)
+redis.register_function('kvrouter_floor_min_setup', floor_min_setup)
+redis.register_function('kvrouter_floor_min_route', floor_min_route)
+redis.register_function('kvrouter_floor_min_done', floor_min_done)
