@@ -29,9 +29,11 @@
 # 16-client closed loop (~35 k/s) but not its open loop at half of it (~17 k/s from 64 senders: the
 # generator falls behind, p99 in tens of ms) — at 16 clients that open-loop figure is the client's limit,
 # not a floor (docs/PERFORMANCE.md "Nineteenth session"); its 1-client figures and the Redis CPU rows are.
-# OPENLOOP_FLOORS (default "bare min") names the decisions driven that way: bare (route 11 + done 6
-# commands) and min (the least decision that chooses); each run alternates route and done per client, so
-# the min done finds its lease (redis-benchmark's rows run route and done in separate loops).
+# OPENLOOP_FLOORS (default "bare min minbig") names the decisions driven that way: bare (route 11 + done 6
+# commands), min (the least decision that chooses, one hot prompt) and minbig (the same over MIN_PROMPTS
+# prompts, default 6,250: the route benchmark's 1 M entries, chains shared by 4, so its index probes meet
+# cold caches as kvrouter's do); each run alternates route and done per client, so the min done finds its
+# lease (redis-benchmark's rows run route and done in separate loops).
 set -euo pipefail
 port="${1:?usage: scripts/redis-floor.sh PORT [REQUESTS]}"
 n="${2:-50000}"
@@ -51,6 +53,8 @@ done
 prompt=$(head -c 256 /dev/urandom | od -An -tx1 | tr -d ' \n')   # 512 printable bytes: 64 blocks of 8
 mtag="kvr:r01234567:{=m64-c64-k4-e1000000}"   # the minimal decision's pool: its own keys, as long as the bare one's
 min_keys=("$mtag:e:" "$mtag:lv" "$mtag:lz" "$mtag:ls" "$mtag:lx") min_done_keys=("$mtag:lv" "$mtag:lz" "$mtag:ls" "$mtag:lx")
+btag="kvr:r01234567:{=n64-c64-k4-e1000000}"   # minbig's pool
+big_keys=("$btag:e:" "$btag:lv" "$btag:lz" "$btag:ls" "$btag:lx") big_done_keys=("$btag:lv" "$btag:lz" "$btag:ls" "$btag:lx")
 lease=lease-0001 member=$(printf '%024d' 7)   # the lease route books and done ends; a load-order member
 route_args=("$prompt" "$lease" "$(printf 'l%.0s' {1..60})" 1796220000000 "$member")
 for i in $(seq 14); do route_args+=(""); done
@@ -84,7 +88,7 @@ if [[ -n "${OPENLOOP:-}" ]]; then
   kvr="${KVROUTER:-$(dirname "${BASH_SOURCE[0]}")/../bin/kvrouter}"
   [[ -x "$kvr" ]] || (cd "$(dirname "${BASH_SOURCE[0]}")/.." && go build -o bin/kvrouter ./cmd/kvrouter)
   join1f() { local IFS=$'\x1f'; echo "$*"; }
-  for f in ${OPENLOOP_FLOORS:-bare min}; do
+  for f in ${OPENLOOP_FLOORS:-bare min minbig}; do
     case "$f" in
       bare)
         echo "open loop, bare decision (route latency from its scheduled time; done after it, outside the latency):"
@@ -97,7 +101,14 @@ if [[ -n "${OPENLOOP:-}" ]]; then
           --route-fn kvrouter_floor_min_route --done-fn kvrouter_floor_min_done \
           --route-keys "$(join1f "${min_keys[@]}")" --route-args "$(join1f "${min_args[@]}")" \
           --done-keys "$(join1f "${min_done_keys[@]}")" --done-args "$(join1f "${min_done_args[@]}")" ${OPENLOOP_FLAGS:-} >/dev/null ;;
-      *) echo "redis-floor: OPENLOOP_FLOORS: unknown floor $f (bare, min)" >&2; exit 2 ;;
+      minbig)
+        echo "open loop, the minimal deciding decision over ${MIN_PROMPTS:-6250} prompts (kvrouter_floor_min_fill):"
+        redis-cli -p "$port" fcall kvrouter_floor_min_setup 3 "${big_keys[@]:0:3}" >/dev/null
+        "${CPIN[@]}" "$kvr" bench floor --store "redis://127.0.0.1:$port" --rates "$OPENLOOP" --duration "${OPENLOOP_DURATION:-4s}" \
+          --route-fn kvrouter_floor_min_route --done-fn kvrouter_floor_min_done --prompts "${MIN_PROMPTS:-6250}" \
+          --route-keys "$(join1f "${big_keys[@]}")" --route-args "$(join1f "${min_args[@]}")" \
+          --done-keys "$(join1f "${big_done_keys[@]}")" --done-args "$(join1f "${min_done_args[@]}")" ${OPENLOOP_FLAGS:-} >/dev/null ;;
+      *) echo "redis-floor: OPENLOOP_FLOORS: unknown floor $f (bare, min, minbig)" >&2; exit 2 ;;
     esac
   done
 fi

@@ -37,6 +37,7 @@ func runBenchFloor(ctx context.Context, args []string) error {
 	doneArgs := fs.String("done-args", "", "kvrouter_floor_done's arguments")
 	routeFn := fs.String("route-fn", "kvrouter_floor_route", "the route function (kvrouter_floor_min_route: the least decision that chooses)")
 	doneFn := fs.String("done-fn", "kvrouter_floor_done", "the done function (kvrouter_floor_min_done with kvrouter_floor_min_route)")
+	prompts := fs.Int("prompts", 0, "with the minimal decision: index this many prompts first (6250: 1 M entries; bucket prefix = the first route key) and route them in turn instead of the one in --route-args; 0: that one")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -72,6 +73,17 @@ func runBenchFloor(ctx context.Context, args []string) error {
 	rs, ok := st.(*statestore.Redis)
 	if !ok {
 		return fmt.Errorf("bench floor needs a Redis --store")
+	}
+	if *prompts < 0 {
+		return fmt.Errorf("--prompts %d: want >= 0", *prompts)
+	}
+	if *prompts > 0 {
+		if len(o.RouteKeys) == 0 {
+			return fmt.Errorf("--prompts needs --route-keys (the first is the index bucket prefix)")
+		}
+		if o.Prompts, err = bench.FillMinFloor(ctx, rs, o.RouteKeys[0], *prompts, 1); err != nil {
+			return err
+		}
 	}
 	runs, err := bench.RunFloor(ctx, rs, o)
 	if err != nil {

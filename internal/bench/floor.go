@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/kvrouter/kvrouter/statestore"
@@ -32,6 +34,9 @@ type FloorOptions struct {
 	RouteFn, DoneFn      string
 	RouteKeys, RouteArgs []string
 	DoneKeys, DoneArgs   []string
+	// Prompts, when set, replace RouteArgs[0] call by call, in turn (FillMinFloor makes them and indexes
+	// them), so the decisions meet a pool-sized index as kvrouter's benchmark does rather than one hot prompt.
+	Prompts []string
 	// Log gets a line per run (nil: none).
 	Log io.Writer
 }
@@ -90,9 +95,15 @@ func RunFloor(ctx context.Context, st *statestore.Redis, o FloorOptions) ([]Floo
 	if o.Repeat <= 0 {
 		o.Repeat = 3
 	}
+	var next atomic.Uint64
 	call := func(_, _ int) (time.Time, time.Time, error) {
+		args := o.RouteArgs
+		if len(o.Prompts) > 0 && len(args) > 0 {
+			args = slices.Clone(args)
+			args[0] = o.Prompts[next.Add(1)%uint64(len(o.Prompts))]
+		}
 		t0 := time.Now()
-		if err := st.CallFunction(ctx, o.RouteFn, o.RouteKeys, o.RouteArgs); err != nil {
+		if err := st.CallFunction(ctx, o.RouteFn, o.RouteKeys, args); err != nil {
 			return t0, t0, err
 		}
 		t1 := time.Now()
@@ -175,4 +186,42 @@ func RunFloor(ctx context.Context, st *statestore.Redis, o FloorOptions) ([]Floo
 		}
 	}
 	return out, nil
+}
+
+// MinFloorPromptBytes is a prompt of the minimal decision's pool: 64 blocks of 8 bytes.
+const MinFloorPromptBytes = 512
+
+// FillMinFloor makes n prompts (random bytes from seed) and indexes them in the minimal decision's pool
+// (scripts/redis-floor/decision.lua kvrouter_floor_min_fill, 64 prompts per call: each prompt's first 40
+// blocks held by 4 of the 64 candidates), whose index bucket prefix is bucketPrefix. 6,250 prompts make
+// the route benchmark's 1 M (block, holder) entries. The library must be loaded and the pool set up
+// (kvrouter_floor_min_setup without a prompt). Returns the prompts, for FloorOptions.Prompts.
+func FillMinFloor(ctx context.Context, st *statestore.Redis, bucketPrefix string, n int, seed uint64) ([]string, error) {
+	if n <= 0 {
+		return nil, fmt.Errorf("bench floor: %d prompts: want > 0", n)
+	}
+	rng := rand.New(rand.NewPCG(seed, 0x6b76726f75746572))
+	prompts := make([]string, n)
+	buf := make([]byte, MinFloorPromptBytes)
+	for i := range prompts {
+		for j := 0; j < len(buf); j += 8 {
+			v := rng.Uint64()
+			for b := range 8 {
+				buf[j+b] = byte(v >> (8 * b))
+			}
+		}
+		prompts[i] = string(buf)
+	}
+	const perCall = 64
+	for k := 0; k < n; k += perCall {
+		end := min(k+perCall, n)
+		var blob []byte
+		for _, p := range prompts[k:end] {
+			blob = append(blob, p...)
+		}
+		if err := st.CallFunction(ctx, "kvrouter_floor_min_fill", []string{bucketPrefix}, []string{string(blob), fmt.Sprint(k)}); err != nil {
+			return nil, fmt.Errorf("bench floor: fill prompts %d-%d: %w", k, end-1, err)
+		}
+	}
+	return prompts, nil
 }

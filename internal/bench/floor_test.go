@@ -185,7 +185,29 @@ func TestFloorMinDecision(t *testing.T) {
 		t.Errorf("after the dones %s leases, %s expiries; want none", n, m)
 	}
 
-	runs, err := RunFloor(ctx, st, FloorOptions{Clients: []int{2}, Duration: 100 * time.Millisecond, Repeat: 1,
+	// A pool of many prompts (FillMinFloor): prompt k is held by candidates 4k+1..4k+4 (mod 64).
+	big := "kvr:{floorbig}:"
+	bke, bklv, bklz, bkls, bklx := big+"e:", big+"lv", big+"lz", big+"ls", big+"lx"
+	call("kvrouter_floor_min_setup", []string{bke, bklv, bklz}, nil)
+	prompts, err := FillMinFloor(ctx, st, bke, 100, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(prompts) != 100 || len(prompts[0]) != MinFloorPromptBytes || prompts[0] == prompts[1] {
+		t.Fatalf("%d prompts, the first %d bytes; want 100 distinct of %d", len(prompts), len(prompts[0]), MinFloorPromptBytes)
+	}
+	call("kvrouter_floor_min_route", []string{bke, bklv, bklz, bkls, bklx}, []string{prompts[70], "B", "1796220000000", "1024", "16", "1", "1"})
+	if b := do("GETRANGE", bklv, strconv.Itoa(24*(4*70%64)), strconv.Itoa(24*(4*70%64)+7)); math.Float64frombits(binary.BigEndian.Uint64([]byte(b))) != 384 {
+		t.Errorf("prompt 70 did not book its first holder, candidate %d, with 384 tokens to prefill", 4*70%64+1)
+	}
+	runs, err := RunFloor(ctx, st, FloorOptions{Clients: []int{1}, Duration: 100 * time.Millisecond, Repeat: 1, Prompts: prompts,
+		RouteFn: "kvrouter_floor_min_route", DoneFn: "kvrouter_floor_min_done",
+		RouteKeys: []string{bke, bklv, bklz, bkls, bklx}, RouteArgs: []string{"", "B", "1796220000000", "1024", "16", "1", "1"},
+		DoneKeys: []string{bklv, bklz, bkls, bklx}, DoneArgs: []string{"B", "1", "1", "16"}})
+	if err != nil || len(runs) != 2 || runs[0].Decisions == 0 {
+		t.Fatalf("runs over the prompts %+v, %v; want a closed and an open run that decided", runs, err)
+	}
+	runs, err = RunFloor(ctx, st, FloorOptions{Clients: []int{2}, Duration: 100 * time.Millisecond, Repeat: 1,
 		RouteFn: "kvrouter_floor_min_route", DoneFn: "kvrouter_floor_min_done",
 		RouteKeys: []string{ke, klv, klz, kls, klx}, RouteArgs: []string{prompt.String(), "L", "1796220000000", "1024", "16", "1", "1"},
 		DoneKeys: []string{klv, klz, kls, klx}, DoneArgs: []string{"L", "1", "1", "16"}})

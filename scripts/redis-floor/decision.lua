@@ -20,9 +20,15 @@
 -- and release — and nothing kvrouter adds (no pool record or layout check, knobs as arguments, no filters,
 -- sessions, health, tiers, soft entries, expiry sweeps, tie rule or memos), with only the keys they use:
 --   kvrouter_floor_min_setup  KEYS: [1] index bucket prefix, [2] loads, [3] load order; ARGV[1] the prompt
---                         (64 blocks of 8 bytes): every block's index bucket (16,384 by the hash's last two
+--                         (64 blocks of 8 bytes; none: loads and load order only): every block's index bucket (16,384 by the hash's last two
 --                         bytes, as kvrouter) filled to 61 entries, the prompt's first 40 blocks held by
 --                         slots 1-4 (a chain shared by 4), a 64-candidate loads string and load order.
+--   kvrouter_floor_min_fill   KEYS: [1] index bucket prefix; ARGV: [1] prompts (each 512 bytes), [2] the first
+--                         one's number k: the index of a pool of many chains instead of one hot prompt — each
+--                         prompt's first 40 blocks held by slots 4k+1..4k+4 (mod 64; no fillers), so 6,250
+--                         prompts make the benchmark's 1 M (block, holder) entries in 16,384 buckets of ~15
+--                         fields, and routes over them meet Redis's caches as kvrouter's do (internal/bench
+--                         FillMinFloor; `kvrouter bench floor --prompts N`). Setup then without a prompt.
 --   kvrouter_floor_min_route  KEYS: [1] bucket prefix, [2] loads, [3] load order, [4] leases, [5] lease
 --                         expiries; ARGV: [1] prompt, [2] lease id, [3] now ms, [4] prompt tokens, [5] block
 --                         size, tokens, [6] prefill weight, [7] request weight. Position 0's holders decoded,
@@ -74,8 +80,21 @@ end
 local function min_member(c) return struct.pack('>I4', c) end
 local function min_score(pls, rw, bs, p, d, r) return string.format('%.17g', pls * p / bs + d + rw * r) end
 local MIN_DEPTH, MIN_HOLDERS, MIN_CANDS = 40, 4, 64
+local function floor_min_fill(keys, args)
+  local blob, k0 = args[1], tonumber(args[2])
+  for k = 0, #blob / 512 - 1 do
+    local v = string.rep('p', 8) .. '\1'
+    for j = 0, MIN_HOLDERS - 1 do v = v .. struct.pack('>I4i4', ((k0 + k) * MIN_HOLDERS + j) % MIN_CANDS + 1, 8) end
+    for i = 0, MIN_DEPTH - 1 do
+      local o = k * 512 + i * 8
+      local a, b = string.byte(blob, o + 7, o + 8)
+      redis.call('HSET', keys[1] .. ((a * 256 + b) % 16384), string.sub(blob, o + 1, o + 7), v)
+    end
+  end
+  return #blob / 512
+end
 local function floor_min_setup(keys, args)
-  local blob = args[1]
+  local blob = args[1] or ''
   for i = 0, #blob / 8 - 1 do
     local a, b = string.byte(blob, i * 8 + 7, i * 8 + 8)
     local bucket = keys[1] .. ((a * 256 + b) % 16384)
@@ -157,5 +176,6 @@ redis.register_function('kvrouter_floor_setup', floor_setup)
 redis.register_function('kvrouter_floor_route', floor_route)
 redis.register_function('kvrouter_floor_done', floor_done)
 redis.register_function('kvrouter_floor_min_setup', floor_min_setup)
+redis.register_function('kvrouter_floor_min_fill', floor_min_fill)
 redis.register_function('kvrouter_floor_min_route', floor_min_route)
 redis.register_function('kvrouter_floor_min_done', floor_min_done)
