@@ -33,7 +33,8 @@
 # commands), min (the least decision that chooses, one hot prompt) and minbig (the same over MIN_PROMPTS
 # prompts, default 6,250: the route benchmark's 1 M entries, chains shared by 4, so its index probes meet
 # cold caches as kvrouter's do); each run alternates route and done per client, so the min done finds its
-# lease (redis-benchmark's rows run route and done in separate loops).
+# lease (redis-benchmark's rows run route and done in separate loops). mincmdbig (not in the default) is
+# minbig plus the bookkeeping commands kvrouter issues beyond it: the commands' share of kvrouter's excess.
 set -euo pipefail
 port="${1:?usage: scripts/redis-floor.sh PORT [REQUESTS]}"
 n="${2:-50000}"
@@ -55,6 +56,8 @@ mtag="kvr:r01234567:{=m64-c64-k4-e1000000}"   # the minimal decision's pool: its
 min_keys=("$mtag:e:" "$mtag:lv" "$mtag:lz" "$mtag:ls" "$mtag:lx") min_done_keys=("$mtag:lv" "$mtag:lz" "$mtag:ls" "$mtag:lx")
 btag="kvr:r01234567:{=n64-c64-k4-e1000000}"   # minbig's pool
 big_keys=("$btag:e:" "$btag:lv" "$btag:lz" "$btag:ls" "$btag:lx") big_done_keys=("$btag:lv" "$btag:lz" "$btag:ls" "$btag:lx")
+cmd_keys=("${big_keys[@]}" "$btag:cfg" "$btag:sc" "$btag:lp" "$btag:dead" "$btag:sx" "$btag:sy" "$btag:orph" "$btag:nd" "$btag:hu")
+cmd_done_keys=("${big_done_keys[@]}" "$btag:cfg" "$btag:sc" "$btag:lp")
 lease=lease-0001 member=$(printf '%024d' 7)   # the lease route books and done ends; a load-order member
 route_args=("$prompt" "$lease" "$(printf 'l%.0s' {1..60})" 1796220000000 "$member")
 for i in $(seq 14); do route_args+=(""); done
@@ -108,7 +111,16 @@ if [[ -n "${OPENLOOP:-}" ]]; then
           --route-fn kvrouter_floor_min_route --done-fn kvrouter_floor_min_done --prompts "${MIN_PROMPTS:-6250}" \
           --route-keys "$(join1f "${big_keys[@]}")" --route-args "$(join1f "${min_args[@]}")" \
           --done-keys "$(join1f "${big_done_keys[@]}")" --done-args "$(join1f "${min_done_args[@]}")" ${OPENLOOP_FLAGS:-} >/dev/null ;;
-      *) echo "redis-floor: OPENLOOP_FLOORS: unknown floor $f (bare, min, minbig)" >&2; exit 2 ;;
+      mincmdbig)
+        echo "open loop, minbig plus the commands kvrouter issues beyond it (kvrouter_floor_mincmd_*):"
+        redis-cli -p "$port" fcall kvrouter_floor_min_setup 3 "${big_keys[@]:0:3}" >/dev/null
+        redis-cli -p "$port" hset "$btag:cfg" bin "$(head -c 232 /dev/zero | tr '\0' 'b')" layout 6 >/dev/null
+        redis-cli -p "$port" hset "$btag:sc" rv 17962200000000001 egn 16384 lvs 1 >/dev/null
+        "${CPIN[@]}" "$kvr" bench floor --store "redis://127.0.0.1:$port" --rates "$OPENLOOP" --duration "${OPENLOOP_DURATION:-4s}" \
+          --route-fn kvrouter_floor_mincmd_route --done-fn kvrouter_floor_mincmd_done --prompts "${MIN_PROMPTS:-6250}" \
+          --route-keys "$(join1f "${cmd_keys[@]}")" --route-args "$(join1f "${min_args[@]}")" \
+          --done-keys "$(join1f "${cmd_done_keys[@]}")" --done-args "$(join1f "${min_done_args[@]}")" ${OPENLOOP_FLAGS:-} >/dev/null ;;
+      *) echo "redis-floor: OPENLOOP_FLOORS: unknown floor $f (bare, min, minbig, mincmdbig)" >&2; exit 2 ;;
     esac
   done
 fi

@@ -200,6 +200,19 @@ func TestFloorMinDecision(t *testing.T) {
 	if b := do("GETRANGE", bklv, strconv.Itoa(24*(4*70%64)), strconv.Itoa(24*(4*70%64)+7)); math.Float64frombits(binary.BigEndian.Uint64([]byte(b))) != 384 {
 		t.Errorf("prompt 70 did not book its first holder, candidate %d, with 384 tokens to prefill", 4*70%64+1)
 	}
+	// The same with kvrouter's bookkeeping commands added (kvrouter_floor_mincmd_*): it decides alike.
+	extra := []string{big + "cfg", big + "sc", big + "lp", big + "dead", big + "sx", big + "sy", big + "orph", big + "nd", big + "hu"}
+	call("kvrouter_floor_mincmd_route", append([]string{bke, bklv, bklz, bkls, bklx}, extra...), []string{prompts[71], "C", "1796220000000", "1024", "16", "1", "1"})
+	if b := do("GETRANGE", bklv, strconv.Itoa(24*(4*71%64)), strconv.Itoa(24*(4*71%64)+7)); math.Float64frombits(binary.BigEndian.Uint64([]byte(b))) != 384 {
+		t.Errorf("mincmd: prompt 71 did not book its first holder, candidate %d", 4*71%64+1)
+	}
+	call("kvrouter_floor_mincmd_done", []string{bklv, bklz, bkls, bklx, big + "cfg", big + "sc", big + "lp"}, []string{"C", "1", "1", "16"})
+	if b := do("GETRANGE", bklv, strconv.Itoa(24*(4*71%64)), strconv.Itoa(24*(4*71%64)+7)); math.Float64frombits(binary.BigEndian.Uint64([]byte(b))) != 0 {
+		t.Errorf("mincmd: done did not release candidate %d", 4*71%64+1)
+	}
+	if n := do("HGET", big+"sc", "lvs"); n != "2" {
+		t.Errorf("mincmd: loads stamp %s; want 2 (route and done each take one)", n)
+	}
 	runs, err := RunFloor(ctx, st, FloorOptions{Clients: []int{1}, Duration: 100 * time.Millisecond, Repeat: 1, Prompts: prompts,
 		RouteFn: "kvrouter_floor_min_route", DoneFn: "kvrouter_floor_min_done",
 		RouteKeys: []string{bke, bklv, bklz, bkls, bklx}, RouteArgs: []string{"", "B", "1796220000000", "1024", "16", "1", "1"},

@@ -42,6 +42,10 @@
 --                         loads subtracted (GETRANGE, SETRANGE, ZADD), the lease deleted (HDEL, ZREM). 6
 --                         commands; a lease already gone (the benchmark's clients share one id) is released
 --                         from a default record, so every call does the same work.
+--   kvrouter_floor_mincmd_route / _done: the same plus the commands kvrouter issues beyond them (11.6 per
+--                         decision: see min_route_with), results unused. KEYS: route's 5, then [6] pool record
+--                         (a HASH with bin, layout), [7] counters, [8] prefill order, [9..14] six keys EXISTS
+--                         reads; done's 4, then [5] pool record, [6] counters, [7] prefill order.
 local function floor_nop() return 0 end
 local function floor_setup(keys, args)
   local blob = args[1]
@@ -109,7 +113,12 @@ local function floor_min_setup(keys, args)
   for c = 1, MIN_CANDS do redis.call('ZADD', keys[3], '0', min_member(c)) end
   return 1
 end
-local function floor_min_route(keys, args)
+-- min_route_with: the minimal route; with extra (kvrouter_floor_mincmd_route) it also issues the bookkeeping
+-- commands kvrouter's route issues beyond it (MONITOR, twentieth session: the pool record's HMGET, one EXISTS of
+-- six usually-absent keys, the lease conflict HEXISTS, the roster and loads stamps' HMGET, the loads stamp's
+-- HINCRBY, the load order's ZREM before its ZADD, the prefill order's ZADD), results unused: the commands' cost
+-- apart from kvrouter's Lua.
+local function min_route_with(keys, args, extra)
   local blob, lease, now, isl = args[1], args[2], tonumber(args[3]), tonumber(args[4])
   local bs, pls, rw = tonumber(args[5]), tonumber(args[6]), tonumber(args[7])
   local ke = keys[1]
@@ -139,6 +148,12 @@ local function floor_min_route(keys, args)
       cands[#cands + 1], ovs[c] = c, lo
     end
   end
+  if extra then
+    redis.call('HMGET', keys[6], 'bin', 'layout', 'pbin')
+    redis.call('EXISTS', keys[9], keys[10], keys[11], keys[12], keys[13], keys[14])
+    redis.call('HEXISTS', keys[4], lease)
+    redis.call('HMGET', keys[7], 'rv', 'egn', 'lvs')
+  end
   local head = struct.unpack('>I4', redis.call('ZRANGE', keys[3], 0, 0)[1])
   if not ovs[head] then cands[#cands + 1], ovs[head] = head, 0 end
   local loads = redis.call('GET', keys[2])
@@ -151,31 +166,52 @@ local function floor_min_route(keys, args)
   end
   local blocks = math.ceil(isl / bs)
   bp, bd, br = bp + bn, bd + blocks, br + 1
+  if extra then
+    redis.call('HINCRBY', keys[7], 'lvs', '1')
+    redis.call('ZREM', keys[3], min_member(bc))
+    redis.call('ZADD', keys[8], string.format('%.17g', bp), min_member(bc))
+  end
   redis.call('SETRANGE', keys[2], 24 * (bc - 1), struct.pack('>ddd', bp, bd, br))
   redis.call('ZADD', keys[3], min_score(pls, rw, bs, bp, bd, br), min_member(bc))
   redis.call('HSET', keys[4], lease, struct.pack('>I4dd', bc, bn, blocks))
   redis.call('ZADD', keys[5], string.format('%d', now + 60000), lease)
   return {bc, ovs[bc], string.format('%.17g', best)}
 end
+local function floor_min_route(keys, args) return min_route_with(keys, args, false) end
+local function floor_mincmd_route(keys, args) return min_route_with(keys, args, true) end
 local MIN_DEFAULT_LEASE = '\0\0\0\1\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0'   -- struct.pack('>I4dd', 1, 0, 0) (no library at load time)
-local function floor_min_done(keys, args)
+-- min_done_with: the minimal done; with extra (kvrouter_floor_mincmd_done) also kvrouter's done's bookkeeping
+-- commands: the pool record's and the stamps' HMGETs, the loads stamp's HINCRBY, the load order's ZREM, the
+-- prefill order's ZADD.
+local function min_done_with(keys, args, extra)
   local lease, pls, rw, bs = args[1], tonumber(args[2]), tonumber(args[3]), tonumber(args[4])
   local rec = redis.call('HGET', keys[3], lease) or MIN_DEFAULT_LEASE
   local c, np, blocks = struct.unpack('>I4dd', rec)
   local off = 24 * (c - 1)
   local p, d, r = struct.unpack('>ddd', redis.call('GETRANGE', keys[1], off, off + 23))
   p, d, r = math.max(p - np, 0), math.max(d - blocks, 0), math.max(r - 1, 0)
+  if extra then
+    redis.call('HMGET', keys[5], 'bin', 'layout', 'pbin')
+    redis.call('HMGET', keys[6], 'rv', 'egn', 'lvs')
+    redis.call('HINCRBY', keys[6], 'lvs', '1')
+    redis.call('ZREM', keys[2], min_member(c))
+    redis.call('ZADD', keys[7], string.format('%.17g', p), min_member(c))
+  end
   redis.call('SETRANGE', keys[1], off, struct.pack('>ddd', p, d, r))
   redis.call('ZADD', keys[2], min_score(pls, rw, bs, p, d, r), min_member(c))
   redis.call('HDEL', keys[3], lease)
   redis.call('ZREM', keys[4], lease)
   return 1
 end
+local function floor_min_done(keys, args) return min_done_with(keys, args, false) end
+local function floor_mincmd_done(keys, args) return min_done_with(keys, args, true) end
 redis.register_function('kvrouter_floor_nop', floor_nop)
 redis.register_function('kvrouter_floor_setup', floor_setup)
 redis.register_function('kvrouter_floor_route', floor_route)
 redis.register_function('kvrouter_floor_done', floor_done)
 redis.register_function('kvrouter_floor_min_setup', floor_min_setup)
 redis.register_function('kvrouter_floor_min_fill', floor_min_fill)
+redis.register_function('kvrouter_floor_mincmd_route', floor_mincmd_route)
+redis.register_function('kvrouter_floor_mincmd_done', floor_mincmd_done)
 redis.register_function('kvrouter_floor_min_route', floor_min_route)
 redis.register_function('kvrouter_floor_min_done', floor_min_done)
