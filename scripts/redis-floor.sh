@@ -91,35 +91,33 @@ if [[ -n "${OPENLOOP:-}" ]]; then
   kvr="${KVROUTER:-$(dirname "${BASH_SOURCE[0]}")/../bin/kvrouter}"
   [[ -x "$kvr" ]] || (cd "$(dirname "${BASH_SOURCE[0]}")/.." && go build -o bin/kvrouter ./cmd/kvrouter)
   join1f() { local IFS=$'\x1f'; echo "$*"; }
+  drive() { # route-fn done-fn prompts route-keys route-args done-keys done-args (lists joined by join1f)
+    "${CPIN[@]}" "$kvr" bench floor --store "redis://127.0.0.1:$port" --rates "$OPENLOOP" --duration "${OPENLOOP_DURATION:-4s}" \
+      --route-fn "$1" --done-fn "$2" --prompts "$3" --route-keys "$4" --route-args "$5" --done-keys "$6" --done-args "$7" \
+      ${OPENLOOP_FLAGS:-} >/dev/null
+  }
   for f in ${OPENLOOP_FLOORS:-bare min minbig}; do
     case "$f" in
       bare)
         echo "open loop, bare decision (route latency from its scheduled time; done after it, outside the latency):"
-        "${CPIN[@]}" "$kvr" bench floor --store "redis://127.0.0.1:$port" --rates "$OPENLOOP" --duration "${OPENLOOP_DURATION:-4s}" \
-          --route-keys "$(join1f "${keys[@]}")" --route-args "$(join1f "${route_args[@]}")" \
-          --done-keys "$(join1f "${done_keys[@]}")" --done-args "$(join1f "$lease" "$member")" ${OPENLOOP_FLAGS:-} >/dev/null ;;
+        drive kvrouter_floor_route kvrouter_floor_done 0 "$(join1f "${keys[@]}")" "$(join1f "${route_args[@]}")" \
+          "$(join1f "${done_keys[@]}")" "$(join1f "$lease" "$member")" ;;
       min)
         echo "open loop, the minimal deciding decision (kvrouter_floor_min_route, then kvrouter_floor_min_done):"
-        "${CPIN[@]}" "$kvr" bench floor --store "redis://127.0.0.1:$port" --rates "$OPENLOOP" --duration "${OPENLOOP_DURATION:-4s}" \
-          --route-fn kvrouter_floor_min_route --done-fn kvrouter_floor_min_done \
-          --route-keys "$(join1f "${min_keys[@]}")" --route-args "$(join1f "${min_args[@]}")" \
-          --done-keys "$(join1f "${min_done_keys[@]}")" --done-args "$(join1f "${min_done_args[@]}")" ${OPENLOOP_FLAGS:-} >/dev/null ;;
+        drive kvrouter_floor_min_route kvrouter_floor_min_done 0 "$(join1f "${min_keys[@]}")" "$(join1f "${min_args[@]}")" \
+          "$(join1f "${min_done_keys[@]}")" "$(join1f "${min_done_args[@]}")" ;;
       minbig)
         echo "open loop, the minimal deciding decision over ${MIN_PROMPTS:-6250} prompts (kvrouter_floor_min_fill):"
         redis-cli -p "$port" fcall kvrouter_floor_min_setup 3 "${big_keys[@]:0:3}" >/dev/null
-        "${CPIN[@]}" "$kvr" bench floor --store "redis://127.0.0.1:$port" --rates "$OPENLOOP" --duration "${OPENLOOP_DURATION:-4s}" \
-          --route-fn kvrouter_floor_min_route --done-fn kvrouter_floor_min_done --prompts "${MIN_PROMPTS:-6250}" \
-          --route-keys "$(join1f "${big_keys[@]}")" --route-args "$(join1f "${min_args[@]}")" \
-          --done-keys "$(join1f "${big_done_keys[@]}")" --done-args "$(join1f "${min_done_args[@]}")" ${OPENLOOP_FLAGS:-} >/dev/null ;;
+        drive kvrouter_floor_min_route kvrouter_floor_min_done "${MIN_PROMPTS:-6250}" "$(join1f "${big_keys[@]}")" \
+          "$(join1f "${min_args[@]}")" "$(join1f "${big_done_keys[@]}")" "$(join1f "${min_done_args[@]}")" ;;
       mincmdbig)
         echo "open loop, minbig plus the commands kvrouter issues beyond it (kvrouter_floor_mincmd_*):"
         redis-cli -p "$port" fcall kvrouter_floor_min_setup 3 "${big_keys[@]:0:3}" >/dev/null
         redis-cli -p "$port" hset "$btag:cfg" bin "$(head -c 232 /dev/zero | tr '\0' 'b')" layout 6 >/dev/null
         redis-cli -p "$port" hset "$btag:sc" rv 17962200000000001 egn 16384 lvs 1 >/dev/null
-        "${CPIN[@]}" "$kvr" bench floor --store "redis://127.0.0.1:$port" --rates "$OPENLOOP" --duration "${OPENLOOP_DURATION:-4s}" \
-          --route-fn kvrouter_floor_mincmd_route --done-fn kvrouter_floor_mincmd_done --prompts "${MIN_PROMPTS:-6250}" \
-          --route-keys "$(join1f "${cmd_keys[@]}")" --route-args "$(join1f "${min_args[@]}")" \
-          --done-keys "$(join1f "${cmd_done_keys[@]}")" --done-args "$(join1f "${min_done_args[@]}")" ${OPENLOOP_FLAGS:-} >/dev/null ;;
+        drive kvrouter_floor_mincmd_route kvrouter_floor_mincmd_done "${MIN_PROMPTS:-6250}" "$(join1f "${cmd_keys[@]}")" \
+          "$(join1f "${min_args[@]}")" "$(join1f "${cmd_done_keys[@]}")" "$(join1f "${min_done_args[@]}")" ;;
       *) echo "redis-floor: OPENLOOP_FLOORS: unknown floor $f (bare, min, minbig, mincmdbig)" >&2; exit 2 ;;
     esac
   done

@@ -84,31 +84,28 @@ end
 local function min_member(c) return struct.pack('>I4', c) end
 local function min_score(pls, rw, bs, p, d, r) return string.format('%.17g', pls * p / bs + d + rw * r) end
 local MIN_DEPTH, MIN_HOLDERS, MIN_CANDS = 40, 4, 64
+-- min_index: prompt number k's index entries, its blocks' 8-byte hashes at blob offset o (0-based): the first
+-- MIN_DEPTH held by candidates 4k+1..4k+4 (mod MIN_CANDS), each block in its bucket (16,384 by the hash's last
+-- two bytes, field its first 7). With fillers, every bucket the prompt uses is first filled to 61 entries.
+local function min_index(prefix, blob, o, k, fillers)
+  local v = string.rep('p', 8) .. '\1'
+  for j = 0, MIN_HOLDERS - 1 do v = v .. struct.pack('>I4i4', (k * MIN_HOLDERS + j) % MIN_CANDS + 1, 8) end
+  for i = 0, (fillers and 64 or MIN_DEPTH) - 1 do
+    local a, b = string.byte(blob, o + i * 8 + 7, o + i * 8 + 8)
+    local bucket = prefix .. ((a * 256 + b) % 16384)
+    if fillers then
+      for j = 1, 60 do redis.call('HSET', bucket, string.format('%06d%d', j, i % 10), string.rep('x', 41)) end
+    end
+    if i < MIN_DEPTH then redis.call('HSET', bucket, string.sub(blob, o + i * 8 + 1, o + i * 8 + 7), v) end
+  end
+end
 local function floor_min_fill(keys, args)
   local blob, k0 = args[1], tonumber(args[2])
-  for k = 0, #blob / 512 - 1 do
-    local v = string.rep('p', 8) .. '\1'
-    for j = 0, MIN_HOLDERS - 1 do v = v .. struct.pack('>I4i4', ((k0 + k) * MIN_HOLDERS + j) % MIN_CANDS + 1, 8) end
-    for i = 0, MIN_DEPTH - 1 do
-      local o = k * 512 + i * 8
-      local a, b = string.byte(blob, o + 7, o + 8)
-      redis.call('HSET', keys[1] .. ((a * 256 + b) % 16384), string.sub(blob, o + 1, o + 7), v)
-    end
-  end
+  for k = 0, #blob / 512 - 1 do min_index(keys[1], blob, k * 512, k0 + k, false) end
   return #blob / 512
 end
 local function floor_min_setup(keys, args)
-  local blob = args[1] or ''
-  for i = 0, #blob / 8 - 1 do
-    local a, b = string.byte(blob, i * 8 + 7, i * 8 + 8)
-    local bucket = keys[1] .. ((a * 256 + b) % 16384)
-    for j = 1, 60 do redis.call('HSET', bucket, string.format('%06d%d', j, i % 10), string.rep('x', 41)) end
-    if i < MIN_DEPTH then
-      local v = string.rep('p', 8) .. '\1'
-      for s = 1, MIN_HOLDERS do v = v .. struct.pack('>I4i4', s, 8) end
-      redis.call('HSET', bucket, string.sub(blob, i * 8 + 1, i * 8 + 7), v)
-    end
-  end
+  if args[1] and args[1] ~= '' then min_index(keys[1], args[1], 0, 0, true) end
   redis.call('SET', keys[2], string.rep(struct.pack('>ddd', 0, 0, 0), MIN_CANDS))
   for c = 1, MIN_CANDS do redis.call('ZADD', keys[3], '0', min_member(c)) end
   return 1
