@@ -13,7 +13,7 @@
 #   (the length of kvrouter's key list, names as long as a pool's) · the least a booked decision does
 #   in Redis, route (11 commands) and done (6), with none of kvrouter's logic (redis-floor/decision.lua):
 #   their sum is a floor under SPEC §9's ≤ 30 µs for any design that books inside Redis · the least
-#   decision that *chooses* (kvrouter_floor_min_route, 12 commands, and kvrouter_floor_min_done, 6: holders
+#   decision that *chooses* (kvrouter_floor_min_route, 13 commands, and kvrouter_floor_min_done, 6: holders
 #   and their shared prefix found, the candidates' loads read and costed, the minimum booked, released;
 #   only the 5 and 4 keys they use, knobs as arguments, none of kvrouter's checks or features): the floor
 #   under any design that decides inside Redis.
@@ -84,7 +84,7 @@ for c in 1 16; do
   measure "FCALL no-op, 26 keys" "$c" FCALL kvrouter_floor_nop 26 "${keys[@]}"
   measure "floor route (11 commands)" "$c" FCALL kvrouter_floor_route 26 "${keys[@]}" "${route_args[@]}"
   measure "floor done (6 commands)" "$c" FCALL kvrouter_floor_done 13 "${done_keys[@]}" "$lease" "$member"
-  measure "min route (12, deciding)" "$c" FCALL kvrouter_floor_min_route 5 "${min_keys[@]}" "${min_args[@]}"
+  measure "min route (13, deciding)" "$c" FCALL kvrouter_floor_min_route 5 "${min_keys[@]}" "${min_args[@]}"
   measure "min done (6)" "$c" FCALL kvrouter_floor_min_done 4 "${min_done_keys[@]}" "${min_done_args[@]}"
 done
 if [[ -n "${OPENLOOP:-}" ]]; then

@@ -32,11 +32,11 @@
 --   kvrouter_floor_min_route  KEYS: [1] bucket prefix, [2] loads, [3] load order, [4] leases, [5] lease
 --                         expiries; ARGV: [1] prompt, [2] lease id, [3] now ms, [4] prompt tokens, [5] block
 --                         size, tokens, [6] prefill weight, [7] request weight. Position 0's holders decoded,
---                         one binary search of the prefix they hold (6 HGETs over 64 blocks, each holder
+--                         one binary search of the prefix they hold (6 HGETs over 64 blocks after position 0's, each holder
 --                         tested with string.find), the least-loaded candidate (ZRANGE 0 0), every
 --                         candidate's loads from one GET, cost = w_p·prefill/block + decode + w_r·requests,
 --                         the minimum booked (SETRANGE, the load order's ZADD, the lease HSET and its expiry
---                         ZADD). 12 commands. Reply {candidate, overlap blocks, cost as %.17g}.
+--                         ZADD). 13 commands. Reply {candidate, overlap blocks, cost as %.17g}.
 --   kvrouter_floor_min_done   KEYS: [1] loads, [2] load order, [3] leases, [4] lease expiries; ARGV: [1] lease
 --                         id, [2] prefill weight, [3] request weight, [4] block size. The lease read, its
 --                         loads subtracted (GETRANGE, SETRANGE, ZADD), the lease deleted (HDEL, ZREM). 6
