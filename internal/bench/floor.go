@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -205,10 +206,7 @@ func FillMinFloor(ctx context.Context, st *statestore.Redis, bucketPrefix string
 	buf := make([]byte, MinFloorPromptBytes)
 	for i := range prompts {
 		for j := 0; j < len(buf); j += 8 {
-			v := rng.Uint64()
-			for b := range 8 {
-				buf[j+b] = byte(v >> (8 * b))
-			}
+			binary.LittleEndian.PutUint64(buf[j:], rng.Uint64())
 		}
 		prompts[i] = string(buf)
 	}
