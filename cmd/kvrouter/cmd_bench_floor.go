@@ -38,6 +38,7 @@ func runBenchFloor(ctx context.Context, args []string) error {
 	routeFn := fs.String("route-fn", "kvrouter_floor_route", "the route function (kvrouter_floor_min_route: the least decision that chooses)")
 	doneFn := fs.String("done-fn", "kvrouter_floor_done", "the done function (kvrouter_floor_min_done with kvrouter_floor_min_route)")
 	prompts := fs.Int("prompts", 0, "with the minimal decision: index this many prompts first (6250: 1 M entries; bucket prefix = the first route key) and route them in turn instead of the one in --route-args; 0: that one")
+	noFill := fs.Bool("no-fill", false, "with --prompts: the prompts are indexed already (an earlier run's fill, e.g. kept in an RDB by scripts/floor-instr.sh): route them without filling")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -81,7 +82,12 @@ func runBenchFloor(ctx context.Context, args []string) error {
 		if len(o.RouteKeys) == 0 {
 			return fmt.Errorf("--prompts needs --route-keys (the first is the index bucket prefix)")
 		}
-		if o.Prompts, err = bench.FillMinFloor(ctx, rs, o.RouteKeys[0], *prompts, 1); err != nil {
+		if *noFill {
+			o.Prompts, err = bench.MinFloorPrompts(*prompts, 1)
+		} else {
+			o.Prompts, err = bench.FillMinFloor(ctx, rs, o.RouteKeys[0], *prompts, 1)
+		}
+		if err != nil {
 			return err
 		}
 	}

@@ -192,12 +192,9 @@ func RunFloor(ctx context.Context, st *statestore.Redis, o FloorOptions) ([]Floo
 // MinFloorPromptBytes is a prompt of the minimal decision's pool: 64 blocks of 8 bytes.
 const MinFloorPromptBytes = 512
 
-// FillMinFloor makes n prompts (random bytes from seed) and indexes them in the minimal decision's pool
-// (scripts/redis-floor/decision.lua kvrouter_floor_min_fill, 64 prompts per call: each prompt's first 40
-// blocks held by 4 of the 64 candidates), whose index bucket prefix is bucketPrefix. 6,250 prompts make
-// the route benchmark's 1 M (block, holder) entries. The library must be loaded and the pool set up
-// (kvrouter_floor_min_setup without a prompt). Returns the prompts, for FloorOptions.Prompts.
-func FillMinFloor(ctx context.Context, st *statestore.Redis, bucketPrefix string, n int, seed uint64) ([]string, error) {
+// MinFloorPrompts makes the n prompts of seed (random bytes) that FillMinFloor indexes: a run that finds
+// them indexed already (an earlier run's fill of the same seed, kept in an RDB) routes them without refilling.
+func MinFloorPrompts(n int, seed uint64) ([]string, error) {
 	if n <= 0 {
 		return nil, fmt.Errorf("bench floor: %d prompts: want > 0", n)
 	}
@@ -209,6 +206,19 @@ func FillMinFloor(ctx context.Context, st *statestore.Redis, bucketPrefix string
 			binary.LittleEndian.PutUint64(buf[j:], rng.Uint64())
 		}
 		prompts[i] = string(buf)
+	}
+	return prompts, nil
+}
+
+// FillMinFloor makes n prompts (MinFloorPrompts) and indexes them in the minimal decision's pool
+// (scripts/redis-floor/decision.lua kvrouter_floor_min_fill, 64 prompts per call: each prompt's first 40
+// blocks held by 4 of the 64 candidates), whose index bucket prefix is bucketPrefix. 6,250 prompts make
+// the route benchmark's 1 M (block, holder) entries. The library must be loaded and the pool set up
+// (kvrouter_floor_min_setup without a prompt). Returns the prompts, for FloorOptions.Prompts.
+func FillMinFloor(ctx context.Context, st *statestore.Redis, bucketPrefix string, n int, seed uint64) ([]string, error) {
+	prompts, err := MinFloorPrompts(n, seed)
+	if err != nil {
+		return nil, err
 	}
 	const perCall = 64
 	for k := 0; k < n; k += perCall {

@@ -115,30 +115,35 @@ end
 -- six usually-absent keys, the lease conflict HEXISTS, the roster and loads stamps' HMGET, the loads stamp's
 -- HINCRBY, the load order's ZREM before its ZADD, the prefill order's ZADD), results unused: the commands' cost
 -- apart from kvrouter's Lua.
+-- MIN_MEMO: prompt position -> its index entry (false: absent), this call's probes; one table kept across
+-- calls and emptied by min_route_with, and min_entry a plain function, not a closure made per call: the
+-- floor must not pay for what a lean design would not (twentieth session's version made both per call).
+local MIN_MEMO = {}
+-- min_entry: the index entry of prompt position i (0-based) of blob, buckets under prefix ke, memoized.
+local function min_entry(ke, blob, i)
+  local e = MIN_MEMO[i]
+  if e == nil then
+    local a, b = string.byte(blob, i * 8 + 7, i * 8 + 8)
+    e = redis.call('HGET', ke .. ((a * 256 + b) % 16384), string.sub(blob, i * 8 + 1, i * 8 + 7))
+    MIN_MEMO[i] = e
+  end
+  return e
+end
 local function min_route_with(keys, args, extra)
   local blob, lease, now, isl = args[1], args[2], tonumber(args[3]), tonumber(args[4])
   local bs, pls, rw = tonumber(args[5]), tonumber(args[6]), tonumber(args[7])
   local ke = keys[1]
   local nb = #blob / 8
-  local memo = {}
-  local function entry(i) -- the index entry of prompt position i (0-based), false when absent
-    local e = memo[i]
-    if e == nil then
-      local a, b = string.byte(blob, i * 8 + 7, i * 8 + 8)
-      e = redis.call('HGET', ke .. ((a * 256 + b) % 16384), string.sub(blob, i * 8 + 1, i * 8 + 7))
-      memo[i] = e
-    end
-    return e
-  end
+  for i in pairs(MIN_MEMO) do MIN_MEMO[i] = nil end
   local cands, ovs = {}, {}
-  local e0 = entry(0)
+  local e0 = min_entry(ke, blob, 0)
   if e0 then
     for off = 10, #e0, 8 do
       local key = string.sub(e0, off, off + 3)
       local lo, hi = 1, nb   -- the longest prefix held: positions < lo are held, positions >= hi + 1 are not
       while lo < hi do
         local m = math.floor((lo + hi + 1) / 2)
-        local e = entry(m - 1)
+        local e = min_entry(ke, blob, m - 1)
         if e and string.find(e, key, 10, true) then lo = m else hi = m - 1 end
       end
       local c = struct.unpack('>I4', key)   -- slot = candidate index here (a real store maps slots to candidates)
