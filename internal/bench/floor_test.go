@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -197,6 +198,13 @@ func TestFloorMinDecision(t *testing.T) {
 	}
 	if len(prompts) != 100 || len(prompts[0]) != MinFloorPromptBytes || prompts[0] == prompts[1] {
 		t.Fatalf("%d prompts, the first %d bytes; want 100 distinct of %d", len(prompts), len(prompts[0]), MinFloorPromptBytes)
+	}
+	// bench floor --no-fill routes MinFloorPrompts of the same seed: they must be the prompts the fill indexed.
+	if again, err := MinFloorPrompts(100, 7); err != nil || !slices.Equal(again, prompts) {
+		t.Errorf("MinFloorPrompts(100, 7) differs from the prompts FillMinFloor indexed (err %v)", err)
+	}
+	if _, err := MinFloorPrompts(0, 7); err == nil {
+		t.Error("MinFloorPrompts(0, …) did not refuse")
 	}
 	call("kvrouter_floor_min_route", []string{bke, bklv, bklz, bkls, bklx}, []string{prompts[70], "B", "1796220000000", "1024", "16", "1", "1"})
 	if loadsIn(bklv, 4*70%64+1)[0] != 384 {
