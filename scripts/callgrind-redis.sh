@@ -7,6 +7,10 @@
 #   cg_start NAME PORT DIR KVROUTER [valgrind option…] -- [bench route flags…]
 #                                         # sets cg_pid; the server is shut down at exit (trap)
 #   cg_bench KVROUTER DECISIONS [bench route flags…]   # 1 client, no calibration, prefix instr:
+#   cg_dump DIR PID                       # dump the counts so far, wait for the file, print its name
+#   cg_total FILE                         # the instructions a dump counted
+#   cg_idle DIR PID SECONDS               # the idle server's background instructions per second (serverCron at
+#                                         # hz 10, the event loop: ~1.1 M/s under callgrind), counted that long
 # REDIS_SERVER picks the binary (default redis-server).
 
 cg_refuse_busy() {
@@ -39,4 +43,23 @@ cg_start() {
     "$srv" --port "$cg_port" --save '' --appendonly no --dir "$dir" --dbfilename dump.rdb >"$dir/valgrind.log" 2>&1 &
   cg_up
   cg_pid=$(redis-cli -p "$cg_port" info server | tr -d '\r' | awk -F: '$1 == "process_id" {print $2}')
+}
+
+cg_dump() {
+  local n before
+  n() { { compgen -G "$1/cg.$2.*" || true; } | wc -l; }   # the dumps so far (cg.PID.1, .2, …)
+  before=$(n "$1" "$2")
+  callgrind_control -d "$2" >/dev/null 2>&1
+  for _ in $(seq 100); do (($(n "$1" "$2") > before)) && break; sleep 0.2; done
+  ls -t "$1"/cg."$2".* | head -1
+}
+
+cg_total() { callgrind_annotate "$1" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}'; }
+
+cg_idle() {
+  callgrind_control -z "$2" >/dev/null 2>&1
+  callgrind_control -i on "$2" >/dev/null 2>&1
+  sleep "$3"
+  callgrind_control -i off "$2" >/dev/null 2>&1
+  echo $(($(cg_total "$(cg_dump "$1" "$2")") / $3))
 }

@@ -11,10 +11,12 @@
 # natively; the runs under valgrind route them with `bench floor --no-fill`), saves, and restarts the server from that RDB under `valgrind --tool=callgrind
 # --instr-atstart=no`. Then for each floor of FLOORS (default "bare min minbig"; also mincmdbig, and nop /
 # nopkeys: a route and a done that return at once, with no keys / with the bare decision's 26 and 13): ~200 warm-up
-# decisions, then ~DECISIONS (default 1,000) with instrumentation on, driven by `kvrouter bench floor` open loop
-# (one client's pace: the generator sends each route, then its done; rate DECISIONS/25 per second under
-# valgrind's slowness), divided by the FCALLs Redis counted (commandstats: route + done = 2 per decision).
-# Printed: instructions per decision, per floor. KVROUTER picks the binary (default bin/kvrouter); REDIS_SERVER
+# decisions, then ~DECISIONS (default 1,000) counted (instrumentation on), driven by `kvrouter bench floor` open
+# loop (one client's pace: the generator sends each route, then its done; rate DECISIONS/25 per second under
+# valgrind's slowness), decisions counted by Redis (commandstats FCALLs / 2). The idle server's own background
+# work (serverCron at hz 10, ~1.1 M instructions per second under callgrind) is counted first for 10 s and
+# subtracted for each run's duration: at 40 decisions/s it would add ~28 k per decision, at 12/s ~95 k.
+# Printed per floor: instructions per decision without the background, and with it. KVROUTER picks the binary (default bin/kvrouter); REDIS_SERVER
 # the server (default redis-server; FLOOR_LIB the library file, default scripts/redis-floor/decision.lua; a build with symbols for callgrind_annotate of the kept files, $OUT_DIR).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -32,42 +34,12 @@ srv=${REDIS_SERVER:-redis-server}
 cg_name=floor-instr cg_port=$port
 trap 'redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true' EXIT
 
-# The floors' keys and arguments, as scripts/redis-floor.sh builds them (same names, same lengths).
-keys=() done_keys=()
-tag="kvr:r01234567:{=w64-c64-k4-e1000000}"
-for k in cfg ro wk seen lv fence sc orph nd dead ls lx ss sx e: g: s: wz hc hu sy lz lc sz lp tc; do keys+=("$tag:$k"); done
-for k in lv ls sx lz cfg ro wk seen fence sc hc hu lc; do done_keys+=("$tag:$k"); done
-prompt=$(head -c 256 /dev/urandom | od -An -tx1 | tr -d ' \n')
-mtag="kvr:r01234567:{=m64-c64-k4-e1000000}" btag="kvr:r01234567:{=n64-c64-k4-e1000000}"
-min_keys=("$mtag:e:" "$mtag:lv" "$mtag:lz" "$mtag:ls" "$mtag:lx") min_done_keys=("$mtag:lv" "$mtag:lz" "$mtag:ls" "$mtag:lx")
-big_keys=("$btag:e:" "$btag:lv" "$btag:lz" "$btag:ls" "$btag:lx") big_done_keys=("$btag:lv" "$btag:lz" "$btag:ls" "$btag:lx")
-cmd_keys=("${big_keys[@]}" "$btag:cfg" "$btag:sc" "$btag:lp" "$btag:dead" "$btag:sx" "$btag:sy" "$btag:orph" "$btag:nd" "$btag:hu")
-cmd_done_keys=("${big_done_keys[@]}" "$btag:cfg" "$btag:sc" "$btag:lp")
-lease=lease-0001 member=$(printf '%024d' 7)
-route_args=("$prompt" "$lease" "$(printf 'l%.0s' {1..60})" 1796220000000 "$member")
-for i in $(seq 14); do route_args+=(""); done
-min_args=("$prompt" "$lease" 1796220000000 1024 16 1 1) min_done_args=("$lease" 1 1 16)
+. scripts/redis-floor/pools.sh   # the floors' keys, arguments, set-up and bench floor flags, as redis-floor.sh's
 nofill=   # --no-fill once the RDB holds minbig's prompts (filled natively below, not under valgrind)
-join1f() { local IFS=$'\x1f'; echo "$*"; }
-# drive SECONDS RATE route-fn done-fn prompts route-keys route-args done-keys done-args
-drive() {
+floor_drive() { # SECONDS RATE FLOOR: one client's pace, route then its done
+  floor_flags "$3" || exit 2
   "$kvr" bench floor --store "redis://127.0.0.1:$port" --rates "$2" --duration "$1s" --repeat 1 --senders 1 --spin-tail 0 $nofill \
-    --route-fn "$3" --done-fn "$4" --prompts "$5" --route-keys "$6" --route-args "$7" --done-keys "$8" --done-args "$9" >/dev/null 2>>"$dir/drive.err"
-}
-floor_drive() { # SECONDS RATE FLOOR
-  case "$3" in
-    bare) drive "$1" "$2" kvrouter_floor_route kvrouter_floor_done 0 "$(join1f "${keys[@]}")" "$(join1f "${route_args[@]}")" \
-      "$(join1f "${done_keys[@]}")" "$(join1f "$lease" "$member")" ;;
-    min) drive "$1" "$2" kvrouter_floor_min_route kvrouter_floor_min_done 0 "$(join1f "${min_keys[@]}")" "$(join1f "${min_args[@]}")" \
-      "$(join1f "${min_done_keys[@]}")" "$(join1f "${min_done_args[@]}")" ;;
-    minbig) drive "$1" "$2" kvrouter_floor_min_route kvrouter_floor_min_done "${MIN_PROMPTS:-6250}" "$(join1f "${big_keys[@]}")" \
-      "$(join1f "${min_args[@]}")" "$(join1f "${big_done_keys[@]}")" "$(join1f "${min_done_args[@]}")" ;;
-    mincmdbig) drive "$1" "$2" kvrouter_floor_mincmd_route kvrouter_floor_mincmd_done "${MIN_PROMPTS:-6250}" "$(join1f "${cmd_keys[@]}")" \
-      "$(join1f "${min_args[@]}")" "$(join1f "${cmd_done_keys[@]}")" "$(join1f "${min_done_args[@]}")" ;;
-    nop) drive "$1" "$2" kvrouter_floor_nop kvrouter_floor_nop 0 "" "" "" "" ;;
-    nopkeys) drive "$1" "$2" kvrouter_floor_nop kvrouter_floor_nop 0 "$(join1f "${keys[@]}")" "" "$(join1f "${done_keys[@]}")" "" ;;
-    *) echo "floor-instr: unknown floor $3 (bare, min, minbig, mincmdbig, nop, nopkeys)" >&2; exit 2 ;;
-  esac
+    "${FLOOR_FLAGS[@]}" >/dev/null 2>>"$dir/drive.err"
 }
 fcalls() { redis-cli -p "$port" info commandstats | tr -d '\r' | awk -F'[=,:]' '$1 == "cmdstat_fcall" {print $3}'; }
 
@@ -75,11 +47,8 @@ fcalls() { redis-cli -p "$port" info commandstats | tr -d '\r' | awk -F'[=,:]' '
 "$srv" --port "$port" --save '' --appendonly no --daemonize yes --dir "$dir" --logfile "$dir/load.log"
 cg_up
 redis-cli -p "$port" -x function load <"${FLOOR_LIB:-scripts/redis-floor/decision.lua}" >/dev/null
-redis-cli -p "$port" fcall kvrouter_floor_setup 26 "${keys[@]}" "$prompt" >/dev/null
-redis-cli -p "$port" fcall kvrouter_floor_min_setup 3 "${min_keys[@]:0:3}" "$prompt" >/dev/null
-redis-cli -p "$port" fcall kvrouter_floor_min_setup 3 "${big_keys[@]:0:3}" >/dev/null
-redis-cli -p "$port" hset "$btag:cfg" bin "$(head -c 232 /dev/zero | tr '\0' 'b')" layout 6 >/dev/null
-redis-cli -p "$port" hset "$btag:sc" rv 17962200000000001 egn 16384 lvs 1 >/dev/null
+floor_setup "$port"
+floor_setup_big "$port"
 floor_drive 1 100 minbig
 redis-cli -p "$port" save >/dev/null
 redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
@@ -90,22 +59,32 @@ cg_up
 nofill=--no-fill
 pid=$(redis-cli -p "$port" info server | tr -d '\r' | awk -F: '$1 == "process_id" {print $2}')
 echo "floor-instr: $($srv --version | awk '{print $3}'), callgrind files in $dir (redis pid $pid), load $(cut -d' ' -f1-3 /proc/loadavg)"
-dumps() { { compgen -G "$dir/cg.$pid.*" || true; } | wc -l; }
+# counted SECONDS RATE FLOOR: one `bench floor` run with instrumentation on; sets instr (Redis's instructions),
+# dec (decisions: FCALLs / 2), secs (the instrumented window's wall seconds) and file (its callgrind dump).
+counted() {
+  callgrind_control -z "$pid" >/dev/null 2>&1
+  local a b t0 t1
+  a=$(fcalls)
+  t0=$(date +%s.%N)
+  callgrind_control -i on "$pid" >/dev/null 2>&1
+  floor_drive "$1" "$2" "$3"
+  callgrind_control -i off "$pid" >/dev/null 2>&1
+  t1=$(date +%s.%N)
+  b=$(fcalls)
+  file=$(cg_dump "$dir" "$pid")
+  instr=$(cg_total "$file")
+  dec=$(((b - a) / 2))
+  secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
+}
+# The server's background instructions per second, idle: subtracted from each run for its duration, since a
+# floor paced at DECISIONS/25 per second would otherwise carry ~1.1 M / rate of it per decision (28 k at 40/s).
+bg=$(cg_idle "$dir" "$pid" 10)
+echo "background (idle server): $bg instructions per second"
 rate=$(((n + 24) / 25))
 for f in $floors; do
   floor_drive 5 40 "$f"   # warm-up: ~200 decisions
-  callgrind_control -z "$pid" >/dev/null 2>&1
-  a=$(fcalls)
-  callgrind_control -i on "$pid" >/dev/null 2>&1
-  floor_drive 25 "$rate" "$f"
-  callgrind_control -i off "$pid" >/dev/null 2>&1
-  b=$(fcalls)
-  before=$(dumps)
-  callgrind_control -d "$pid" >/dev/null 2>&1
-  for _ in $(seq 100); do (($(dumps) > before)) && break; sleep 0.2; done
-  file=$(ls -t "$dir"/cg."$pid".* | head -1)
-  total=$(callgrind_annotate "$file" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
-  dec=$(((b - a) / 2))
+  counted 25 "$rate" "$f"
   ((dec > 0)) || { echo "floor-instr: $f made no decisions ($dir/drive.err)" >&2; exit 1; }
-  echo "$f: $((total / dec)) instructions per decision over $dec decisions ($file)"
+  awk -v f="$f" -v i="$instr" -v d="$dec" -v s="$secs" -v bg="$bg" -v file="$file" 'BEGIN {
+    printf "%s: %.0f instructions per decision over %d decisions (%.0f with the background of its %.1f s; %s)\n", f, (i - bg * s) / d, d, i / d, s, file }'
 done

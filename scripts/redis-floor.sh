@@ -42,30 +42,9 @@ n="${2:-50000}"
 own_redis_start redis-floor "$port"
 redis-cli -p "$port" -x function load <"$(dirname "${BASH_SOURCE[0]}")/redis-floor/decision.lua" >/dev/null
 redis-cli -p "$port" hset floor:h a 1 b 2 >/dev/null
-keys=() done_keys=()
-# Key names as long as `kvrouter bench route`'s since layout 6 (its fresh prefix and pool name in the tag).
-tag="kvr:r01234567:{=w64-c64-k4-e1000000}"
-for k in cfg ro wk seen lv fence sc orph nd dead ls lx ss sx e: g: s: wz hc hu sy lz lc sz lp tc; do
-  keys+=("$tag:$k")
-done
-for k in lv ls sx lz cfg ro wk seen fence sc hc hu lc; do
-  done_keys+=("$tag:$k")
-done
-prompt=$(head -c 256 /dev/urandom | od -An -tx1 | tr -d ' \n')   # 512 printable bytes: 64 blocks of 8
-mtag="kvr:r01234567:{=m64-c64-k4-e1000000}"   # the minimal decision's pool: its own keys, as long as the bare one's
-min_keys=("$mtag:e:" "$mtag:lv" "$mtag:lz" "$mtag:ls" "$mtag:lx") min_done_keys=("$mtag:lv" "$mtag:lz" "$mtag:ls" "$mtag:lx")
-btag="kvr:r01234567:{=n64-c64-k4-e1000000}"   # minbig's pool
-big_keys=("$btag:e:" "$btag:lv" "$btag:lz" "$btag:ls" "$btag:lx") big_done_keys=("$btag:lv" "$btag:lz" "$btag:ls" "$btag:lx")
-cmd_keys=("${big_keys[@]}" "$btag:cfg" "$btag:sc" "$btag:lp" "$btag:dead" "$btag:sx" "$btag:sy" "$btag:orph" "$btag:nd" "$btag:hu")
-cmd_done_keys=("${big_done_keys[@]}" "$btag:cfg" "$btag:sc" "$btag:lp")
-lease=lease-0001 member=$(printf '%024d' 7)   # the lease route books and done ends; a load-order member
-route_args=("$prompt" "$lease" "$(printf 'l%.0s' {1..60})" 1796220000000 "$member")
-for i in $(seq 14); do route_args+=(""); done
-# The minimal decision's arguments: prompt, lease, now ms, 1,024 prompt tokens, block 16, weights 1 and 1.
-min_args=("$prompt" "$lease" 1796220000000 1024 16 1 1) min_done_args=("$lease" 1 1 16)
+. "$(dirname "${BASH_SOURCE[0]}")/redis-floor/pools.sh"
 own_client_pin   # clients (redis-benchmark, kvrouter bench floor) on the other CPUs (own-redis.sh; CLIENT_PIN=0: unpinned)
-redis-cli -p "$port" fcall kvrouter_floor_setup 26 "${keys[@]}" "$prompt" >/dev/null
-redis-cli -p "$port" fcall kvrouter_floor_min_setup 3 "${min_keys[@]:0:3}" "$prompt" >/dev/null
+floor_setup "$port"
 measure() { # name clients cmd…
   local name=$1 c=$2
   shift 2
@@ -90,36 +69,21 @@ done
 if [[ -n "${OPENLOOP:-}" ]]; then
   kvr="${KVROUTER:-$(dirname "${BASH_SOURCE[0]}")/../bin/kvrouter}"
   [[ -x "$kvr" ]] || (cd "$(dirname "${BASH_SOURCE[0]}")/.." && go build -o bin/kvrouter ./cmd/kvrouter)
-  join1f() { local IFS=$'\x1f'; echo "$*"; }
-  drive() { # route-fn done-fn prompts route-keys route-args done-keys done-args (lists joined by join1f)
+  drive() { # floor
+    floor_flags "$1" || exit 2
     "${CPIN[@]}" "$kvr" bench floor --store "redis://127.0.0.1:$port" --rates "$OPENLOOP" --duration "${OPENLOOP_DURATION:-4s}" \
-      --route-fn "$1" --done-fn "$2" --prompts "$3" --route-keys "$4" --route-args "$5" --done-keys "$6" --done-args "$7" \
-      ${OPENLOOP_FLAGS:-} >/dev/null
+      "${FLOOR_FLAGS[@]}" ${OPENLOOP_FLAGS:-} >/dev/null
   }
   for f in ${OPENLOOP_FLOORS:-bare min minbig}; do
     case "$f" in
-      bare)
-        echo "open loop, bare decision (route latency from its scheduled time; done after it, outside the latency):"
-        drive kvrouter_floor_route kvrouter_floor_done 0 "$(join1f "${keys[@]}")" "$(join1f "${route_args[@]}")" \
-          "$(join1f "${done_keys[@]}")" "$(join1f "$lease" "$member")" ;;
-      min)
-        echo "open loop, the minimal deciding decision (kvrouter_floor_min_route, then kvrouter_floor_min_done):"
-        drive kvrouter_floor_min_route kvrouter_floor_min_done 0 "$(join1f "${min_keys[@]}")" "$(join1f "${min_args[@]}")" \
-          "$(join1f "${min_done_keys[@]}")" "$(join1f "${min_done_args[@]}")" ;;
-      minbig)
-        echo "open loop, the minimal deciding decision over ${MIN_PROMPTS:-6250} prompts (kvrouter_floor_min_fill):"
-        redis-cli -p "$port" fcall kvrouter_floor_min_setup 3 "${big_keys[@]:0:3}" >/dev/null
-        drive kvrouter_floor_min_route kvrouter_floor_min_done "${MIN_PROMPTS:-6250}" "$(join1f "${big_keys[@]}")" \
-          "$(join1f "${min_args[@]}")" "$(join1f "${big_done_keys[@]}")" "$(join1f "${min_done_args[@]}")" ;;
-      mincmdbig)
-        echo "open loop, minbig plus the commands kvrouter issues beyond it (kvrouter_floor_mincmd_*):"
-        redis-cli -p "$port" fcall kvrouter_floor_min_setup 3 "${big_keys[@]:0:3}" >/dev/null
-        redis-cli -p "$port" hset "$btag:cfg" bin "$(head -c 232 /dev/zero | tr '\0' 'b')" layout 6 >/dev/null
-        redis-cli -p "$port" hset "$btag:sc" rv 17962200000000001 egn 16384 lvs 1 >/dev/null
-        drive kvrouter_floor_mincmd_route kvrouter_floor_mincmd_done "${MIN_PROMPTS:-6250}" "$(join1f "${cmd_keys[@]}")" \
-          "$(join1f "${min_args[@]}")" "$(join1f "${cmd_done_keys[@]}")" "$(join1f "${min_done_args[@]}")" ;;
+      bare) echo "open loop, bare decision (route latency from its scheduled time; done after it, outside the latency):" ;;
+      min) echo "open loop, the minimal deciding decision (kvrouter_floor_min_route, then kvrouter_floor_min_done):" ;;
+      minbig) echo "open loop, the minimal deciding decision over ${MIN_PROMPTS:-6250} prompts (kvrouter_floor_min_fill):" ;;
+      mincmdbig) echo "open loop, minbig plus the commands kvrouter issues beyond it (kvrouter_floor_mincmd_*):" ;;
       *) echo "redis-floor: OPENLOOP_FLOORS: unknown floor $f (bare, min, minbig, mincmdbig)" >&2; exit 2 ;;
     esac
+    case "$f" in minbig | mincmdbig) floor_setup_big "$port" ;; esac
+    drive "$f"
   done
 fi
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
