@@ -45,12 +45,13 @@ cg_start() {
   cg_pid=$(redis-cli -p "$cg_port" info server | tr -d '\r' | awk -F: '$1 == "process_id" {print $2}')
 }
 
+cg_ndumps() { { compgen -G "$1/cg.$2.*" || true; } | wc -l; }   # DIR PID: the dumps so far (cg.PID.1, .2, …)
+
 cg_dump() {
-  local n before
-  n() { { compgen -G "$1/cg.$2.*" || true; } | wc -l; }   # the dumps so far (cg.PID.1, .2, …)
-  before=$(n "$1" "$2")
+  local before
+  before=$(cg_ndumps "$1" "$2")
   callgrind_control -d "$2" >/dev/null 2>&1
-  for _ in $(seq 100); do (($(n "$1" "$2") > before)) && break; sleep 0.2; done
+  for _ in $(seq 100); do (($(cg_ndumps "$1" "$2") > before)) && break; sleep 0.2; done
   ls -t "$1"/cg."$2".* | head -1
 }
 
