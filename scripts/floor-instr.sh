@@ -14,7 +14,7 @@
 # decisions, then ~DECISIONS (default 1,000) counted (instrumentation on), driven by `kvrouter bench floor` open
 # loop (one client's pace: the generator sends each route, then its done; rate DECISIONS/25 per second under
 # valgrind's slowness), decisions counted by Redis (commandstats FCALLs / 2). The idle server's own background
-# work (serverCron at hz 10, ~1.1 M instructions per second under callgrind) is counted first for 10 s and
+# work (serverCron at hz 10, ~1.1 M instructions per second under callgrind) is counted first for 25 s and
 # subtracted for each run's duration: at 40 decisions/s it would add ~28 k per decision, at 12/s ~95 k.
 # Printed per floor: instructions per decision without the background, and with it. KVROUTER picks the binary (default bin/kvrouter); REDIS_SERVER
 # the server (default redis-server; FLOOR_LIB the library file, default scripts/redis-floor/decision.lua; a build with symbols for callgrind_annotate of the kept files, $OUT_DIR).
@@ -31,8 +31,6 @@ cg_refuse_busy floor-instr "$port"
 dir=${OUT_DIR:-$(mktemp -d /tmp/floor-instr.XXXXXX)}
 mkdir -p "$dir"
 srv=${REDIS_SERVER:-redis-server}
-cg_name=floor-instr cg_port=$port
-trap 'redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true' EXIT
 
 . scripts/redis-floor/pools.sh   # the floors' keys, arguments, set-up and bench floor flags, as redis-floor.sh's
 nofill=   # --no-fill once the RDB holds minbig's prompts (filled natively below, not under valgrind)
@@ -44,47 +42,34 @@ floor_drive() { # SECONDS RATE FLOOR: one client's pace, route then its done
 fcalls() { redis-cli -p "$port" info commandstats | tr -d '\r' | awk -F'[=,:]' '$1 == "cmdstat_fcall" {print $3}'; }
 
 # Natively: the library, every floor's pool, minbig's prompts (one short run fills them), saved.
-"$srv" --port "$port" --save '' --appendonly no --daemonize yes --dir "$dir" --logfile "$dir/load.log"
-cg_up
+cg_native floor-instr "$port" "$dir"
 redis-cli -p "$port" -x function load <"${FLOOR_LIB:-scripts/redis-floor/decision.lua}" >/dev/null
 floor_setup "$port"
 floor_setup_big "$port"
 floor_drive 1 100 minbig
-redis-cli -p "$port" save >/dev/null
-redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
-sleep 1
-valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$dir/cg.%p" \
-  "$srv" --port "$port" --save '' --appendonly no --dir "$dir" --dbfilename dump.rdb >"$dir/valgrind.log" 2>&1 &
-cg_up
+cg_restart "$dir"
+pid=$cg_pid
 nofill=--no-fill
-pid=$(redis-cli -p "$port" info server | tr -d '\r' | awk -F: '$1 == "process_id" {print $2}')
 echo "floor-instr: $($srv --version | awk '{print $3}'), callgrind files in $dir (redis pid $pid), load $(cut -d' ' -f1-3 /proc/loadavg)"
-# counted SECONDS RATE FLOOR: one `bench floor` run with instrumentation on; sets instr (Redis's instructions),
-# dec (decisions: FCALLs / 2), secs (the instrumented window's wall seconds) and file (its callgrind dump).
+# counted SECONDS RATE FLOOR: one `bench floor` run with instrumentation on (cg_count); sets dec (decisions:
+# FCALLs / 2) beside cg_instr, cg_ms and cg_file.
 counted() {
-  callgrind_control -z "$pid" >/dev/null 2>&1
-  local a b t0 t1
+  local a
   a=$(fcalls)
-  t0=$(date +%s.%N)
-  callgrind_control -i on "$pid" >/dev/null 2>&1
-  floor_drive "$1" "$2" "$3"
-  callgrind_control -i off "$pid" >/dev/null 2>&1
-  t1=$(date +%s.%N)
-  b=$(fcalls)
-  file=$(cg_dump "$dir" "$pid")
-  instr=$(cg_total "$file")
-  dec=$(((b - a) / 2))
-  secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
+  cg_count "$dir" "$pid" floor_drive "$1" "$2" "$3"
+  dec=$((($(fcalls) - a) / 2))
 }
 # The server's background instructions per second, idle: subtracted from each run for its duration, since a
 # floor paced at DECISIONS/25 per second would otherwise carry ~1.1 M / rate of it per decision (28 k at 40/s).
-bg=$(cg_idle "$dir" "$pid" 10)
+# Counted over a window as long as the runs' (25 s), so the instrumentation switches' own delay, inside both
+# measured windows alike, cancels.
+bg=$(cg_idle "$dir" "$pid" 25)
 echo "background (idle server): $bg instructions per second"
 rate=$(((n + 24) / 25))
 for f in $floors; do
   floor_drive 5 40 "$f"   # warm-up: ~200 decisions
   counted 25 "$rate" "$f"
   ((dec > 0)) || { echo "floor-instr: $f made no decisions ($dir/drive.err)" >&2; exit 1; }
-  awk -v f="$f" -v i="$instr" -v d="$dec" -v s="$secs" -v bg="$bg" -v file="$file" 'BEGIN {
+  awk -v f="$f" -v i="$cg_instr" -v d="$dec" -v ms="$cg_ms" -v bg="$bg" -v file="$cg_file" 'BEGIN { s = ms / 1000
     printf "%s: %.0f instructions per decision over %d decisions (%.0f with the background of its %.1f s; %s)\n", f, (i - bg * s) / d, d, i / d, s, file }'
 done

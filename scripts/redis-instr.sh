@@ -51,15 +51,8 @@ echo "background (idle server): $bg instructions per second"
 for r in $(seq "$rounds"); do
   for k in "$a" "$b"; do
     bench "$k" 200 "$@" >/dev/null 2>"$dir/warm.err" || { echo "redis-instr: warm-up with $k failed:" >&2; tail -3 "$dir/warm.err" >&2; exit 1; }
-    callgrind_control -z "$pid" >/dev/null 2>&1
-    t0=$(date +%s%N)
-    callgrind_control -i on "$pid" >/dev/null 2>&1
-    bench "$k" "$n" "$@" >"$dir/bench-$r-$(basename "$k").json" 2>/dev/null
-    callgrind_control -i off "$pid" >/dev/null 2>&1
-    t1=$(date +%s%N)
-    f=$(cg_dump "$dir" "$pid")
-    total=$(cg_total "$f")
-    ms=$(((t1 - t0) / 1000000))
+    cg_count "$dir" "$pid" bench "$k" "$n" "$@" >"$dir/bench-$r-$(basename "$k").json" 2>/dev/null
+    total=$cg_instr ms=$cg_ms f=$cg_file
     echo "round $r $k: $((total / (n * clients))) instructions per decision; $(((total - bg * ms / 1000) / (n * clients))) without the idle background of its $ms ms ($f)"
   done
 done
