@@ -13,7 +13,10 @@
 --       [11+A] excluded worker count X, [12+A..11+A+X] excluded worker ids (this request only).
 --       Paging (T = 12+A+X), explain: [T] page size P, candidates ('' or absent: no limit); explain_page:
 --       [T] first, [T+1] last roster index of the page (1-based), [T+2] the credit decay's reference
---       minPrefill, tokens (the head reply's).
+--       minPrefill, tokens (the head reply's). Route: [T] the full-scan bound S, ranks: a roster of at most
+--       S candidates is decided by the full scan even where choose_fast may decide ('' or absent: 0, the
+--       fast path whenever it qualifies). Both decide identically (each is exact); S only picks the cheaper
+--       in Redis CPU (statestore.fullScanMaxRanks says why 64).
 -- Paged explain (statestore/redis_explain.go assembles it; SPEC §8: every call bounded): 'explain' on a
 -- roster of at most P candidates is the one-call explain (one atomic snapshot). On a larger roster it is
 -- the head: route's own decision path (choose_fast at temperature 0; prepare, releases and the session
@@ -119,6 +122,7 @@ local COSTS, CIDX, TIES -- evaluate: eligible costs and their candidates (softma
 local NONE = {}
 local CCOST, CCRED      -- evaluate (explain, softmax): every candidate's cost and credit
 local PSIZE, PG         -- explain: page size (nil: none); explain_page: the page {a, b (roster indices), min (minPrefill)}
+local SCAN_MAX          -- route: the full-scan bound S in ranks (ARGV [T]; 0 in every other mode)
 
 -- SEQ_MT: SEQ[i] = the SEQ_LEN-byte hash at query position i (0-based), sliced on first use: the jump
 -- search touches a few positions.
@@ -141,8 +145,9 @@ local function read_request(ARGV)
   SEQ, ER, SH = SEQT, ERT, SHT
   local at = 10   -- the allowed count (after the packed overrides); the paging arguments follow the excluded ids
   local t = at + 2 + tonumber(ARGV[at]) + tonumber(ARGV[at + 1 + tonumber(ARGV[at])])
-  PSIZE, PG = nil, nil
-  if mode == 'explain' then PSIZE = tonumber(ARGV[t] or '')
+  PSIZE, PG, SCAN_MAX = nil, nil, 0
+  if mode == 'route' then SCAN_MAX = tonumber(ARGV[t] or '') or 0
+  elseif mode == 'explain' then PSIZE = tonumber(ARGV[t] or '')
   elseif mode == 'explain_page' then PG = {a = tonumber(ARGV[t]), b = tonumber(ARGV[t + 1]), min = tonumber(ARGV[t + 2])} end
 end
 -- reset_state: every other per-call variable to its starting value.
@@ -421,9 +426,10 @@ local function safe_knob(v) return v == 0 or (v >= 1e-200 and v <= 1e9) end
 -- fast_allowed: memory_select.go chooseFast's opening test: a routing decision with temperature 0, scored
 -- with the pool's own prefill_load_scale and decode_active_request_weight (lz is ordered by them) within
 -- safeKnob's range. cost_model ttft never takes it: per-rank coefficients make a cost depend on more than
--- the load (memory: chooseFast returns nil too).
+-- the load (memory: chooseFast returns nil too). Not in memory: a route over at most SCAN_MAX ranks takes the
+-- full scan, which decides the same and costs Redis less there (the memory store has no such cost).
 local function fast_allowed()
-  return (mode == 'route' or mode == 'head') and temp <= 0 and N > 0 and not TC
+  return (mode == 'route' or mode == 'head') and temp <= 0 and N > 0 and N > SCAN_MAX and not TC
     and pls == pcfg.pls and rw == pcfg.rw and safe_knob(pls) and safe_knob(rw)
 end
 -- new_route_filter: memory_route.go newRouteFilter (allowed, excluded) plus what memPool.live and the

@@ -2,10 +2,13 @@
 # bench-compare.sh: the same `kvrouter bench` run against two revisions, alternated in one session, so a
 # before/after is "the same benchmark in the same run" (the shared box's load hits both alike).
 #
-#   scripts/bench-compare.sh [-n ROUNDS] [-g] OLD_REV NEW_REV -- <bench subcommand and flags>
+#   scripts/bench-compare.sh [-n ROUNDS] [-g] [-p PORT] OLD_REV NEW_REV -- <bench subcommand and flags>
 #   scripts/bench-compare.sh main bench -- route --store redis://127.0.0.1:7100 --workers 64 --clients 1,16 --rate half --repeat 1
+#   scripts/bench-compare.sh -g -p 7331 a1d765f HEAD -- route --workers 16,64 --clients 1,16 --rate half --repeat 1
+#   scripts/bench-compare.sh -p 7331 bin/kvrouter /tmp/try/kvrouter -- route --workers 16 --clients 1,16 --repeat 1
 #
-# Each revision's kvrouter is built from a detached `git worktree` in a temp dir (removed afterwards);
+# Each revision's kvrouter is built from a detached `git worktree` in a temp dir (removed afterwards; a side
+# given as the path of an executable is that kvrouter binary, used as it is);
 # then the bench runs old, new, old, new, … (ROUNDS pairs, default 3), each invocation's JSON is kept in
 # the temp dir (printed path; BENCH_COMPARE_KEEP=1 keeps it), and the medians [min–max] of every figure
 # over all runs of all rounds are printed side by side with new/old.
@@ -16,6 +19,13 @@
 # It works while the drivers need nothing else from NEW (they use only statestore's public Store API
 # and the stats readers); if OLD then fails to build, the script stops and says so.
 #
+# -p PORT (pinned, fresh): every run gets a redis-server of its own on PORT, started for it and shut down
+# after it (scripts/own-redis.sh: the last CPU at SCHED_FIFO 10), and the bench runs pinned to the other
+# CPUs at SCHED_FIFO 5 (own_client_pin), as scripts/route-pinned.sh runs it; `--store redis://127.0.0.1:PORT`
+# is appended to the bench flags (give none). Each side then starts from an empty server — no state of the
+# other revision's layout, no memos warmed by it — and the client does not share Redis's CPU (docs/
+# PERFORMANCE.md "Nineteenth session"). Without -p the runs go to whatever --store names, unpinned.
+#
 # Caveat without -g: each revision runs its OWN `kvrouter bench`, so both must understand the flags given. A
 # revision from before the benchmark methodology of docs/PERFORMANCE.md ("How Redis figures are taken")
 # has no Redis CPU figures, no done, no sharing, no open loop, and resets commandstats (CONFIG RESETSTAT)
@@ -23,20 +33,25 @@
 # both print (decisions/s, p50, p99; its redis_us_per_decision is commandstats usec of EVALSHA).
 set -euo pipefail
 
-rounds=3 graft=0
-while [[ "${1:-}" == -n || "${1:-}" == -g ]]; do
+rounds=3 graft=0 port=
+while [[ "${1:-}" == -n || "${1:-}" == -g || "${1:-}" == -p ]]; do
 	case $1 in
 	-n) rounds=$2; shift 2 ;;
 	-g) graft=1; shift ;;
+	-p) port=$2; shift 2 ;;
 	esac
 done
 if [[ $# -lt 3 || "$3" != "--" ]]; then
-	sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 fi
 old=$1 new=$2
 shift 3
 repo=$(git rev-parse --show-toplevel)
+if [[ -n $port ]] && redis-cli -p "$port" ping >/dev/null 2>&1; then
+	echo "bench-compare: something already listens on $port; -p needs a free port (it only uses servers it starts)" >&2
+	exit 2
+fi
 tmp=$(mktemp -d /tmp/bench-compare.XXXXXX)
 cleanup() {
 	for side in old new; do
@@ -50,9 +65,17 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# A side given as an executable file (a kvrouter built elsewhere, e.g. from a working tree with a change
+# not committed yet) is used as it is; a revision is built from a detached worktree.
 for side in old new; do
 	rev=$old
 	[[ $side == new ]] && rev=$new
+	if [[ -f $rev && -x $rev ]]; then
+		[[ $graft == 1 ]] && { echo "bench-compare: -g needs two revisions, not binaries" >&2; exit 2; }
+		cp "$rev" "$tmp/kvrouter-$side"
+		echo "bench-compare: $side = $rev (a binary)" >&2
+		continue
+	fi
 	git -C "$repo" worktree add --detach --quiet "$tmp/$side" "$rev"
 	echo "bench-compare: $side = $rev ($(git -C "$tmp/$side" rev-parse --short HEAD))" >&2
 done
@@ -69,6 +92,7 @@ if [[ $graft == 1 ]]; then
 	done
 fi
 for side in old new; do
+	[[ -d "$tmp/$side" ]] || continue
 	echo "bench-compare: building $side ($(git -C "$tmp/$side" rev-parse --short HEAD))" >&2
 	(cd "$tmp/$side" && go build -o "$tmp/kvrouter-$side" ./cmd/kvrouter) || {
 		echo "bench-compare: $side does not build$([[ $graft == 1 ]] && echo " (with -g: new's benchmark needs something old lacks)")" >&2
@@ -77,10 +101,29 @@ for side in old new; do
 	git -C "$repo" worktree remove --force "$tmp/$side"
 done
 
+# run_bench KVROUTER ARGS…: one bench invocation; with -p in a subshell of its own whose EXIT trap
+# (own-redis.sh) shuts its fresh server down.
+run_bench() {
+	local kvr=$1
+	shift
+	if [[ -z $port ]]; then
+		"$kvr" bench "$@"
+		return
+	fi
+	(
+		. "$repo/scripts/own-redis.sh"
+		own_redis_start bench-compare "$port" >&2
+		own_client_pin
+		echo "bench-compare: load before $(cut -d' ' -f1-3 /proc/loadavg); server pinned, client ${CPIN[*]:-unpinned}" >&2
+		"${CPIN[@]}" "$kvr" bench "$@" --store "redis://127.0.0.1:$port"
+		echo "bench-compare: load after $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+	)
+}
+
 for ((i = 1; i <= rounds; i++)); do
 	for side in old new; do
 		echo "bench-compare: round $i/$rounds, $side: kvrouter bench $*" >&2
-		"$tmp/kvrouter-$side" bench "$@" >"$tmp/$side-$i.json" 2>"$tmp/$side-$i.log" || {
+		run_bench "$tmp/kvrouter-$side" "$@" >"$tmp/$side-$i.json" 2>"$tmp/$side-$i.log" || {
 			echo "bench-compare: $side run $i failed:" >&2
 			tail -20 "$tmp/$side-$i.log" >&2
 			exit 1

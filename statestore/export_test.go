@@ -16,6 +16,15 @@ func SetApplyWorkBudget(n int) (restore func()) {
 	return func() { applyWorkBudget = old }
 }
 
+// SetFullScanMaxRanks sets route.lua's full-scan bound (ranks; 0: the load-order walk wherever it qualifies)
+// for a test and returns the restore function. Tests that use it must not run in parallel with other Redis
+// tests of the package.
+func SetFullScanMaxRanks(n int) (restore func()) {
+	old := fullScanMaxRanks
+	fullScanMaxRanks = n
+	return func() { fullScanMaxRanks = old }
+}
+
 // SetExplainPaging sets a Redis store's explain page size (candidates per call; 0 = ExplainPageCandidates)
 // and a hook run before each page after the first (nil: none), so tests page small pools and change the
 // roster between two pages deterministically.

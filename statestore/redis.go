@@ -86,6 +86,17 @@ const (
 // applyWorkBudget is apply_events' work budget in Redis commands (a variable so tests can shrink it).
 var applyWorkBudget = 90
 
+// fullScanMaxRanks is route.lua's full-scan bound (a route's last argument): a pool of at most this many
+// ranks is decided by the full scan (evaluate) even where the load-order walk (choose_fast, issue 15's
+// sublinear selection) may decide. Both are exact and decide identically (TestSelectionExactAgainstFullScan,
+// TestRedisFullScanBound); the bound only picks the one that costs Redis less CPU. Why 64: the walk's fixed
+// work (lz's head, the bound rank, the dead set, their memos) costs more than scanning a small roster's
+// loads. Redis CPU per decision (route + done), pinned, alternated, docs/PERFORMANCE.md "Twenty-second
+// session": the full scan is 6–11 % cheaper at 16 ranks and 7–14 % at 64, 7–11 % dearer at 128 and
+// 16–19 % at 256. The memory store has no such cost and always takes its chooseFast. A variable so tests
+// can make small pools take the walk (SetFullScanMaxRanks).
+var fullScanMaxRanks = 64
+
 // engineMapLoad is the average engine-map entries per bucket (blocks held per bucket of a slot's engine map)
 // beyond which apply_events splits one bucket (lib.lua gparams: linear hashing). Why 200: a bucket not yet
 // split in the current round holds up to twice the average, and Redis keeps a hash a listpack only up to

@@ -48,7 +48,7 @@ func optF(v *float64) string {
 // routeArgs builds route.lua's ARGV: 8 fixed values, the overrides (overrideArg), then the allowed and
 // the excluded worker lists, each after its count.
 func routeArgs(mode string, req *RouteRequest) []string {
-	args := make([]string, 0, 11+len(req.AllowedWorkers)+len(req.ExcludedWorkers))
+	args := make([]string, 0, 12+len(req.AllowedWorkers)+len(req.ExcludedWorkers)) // + route's full-scan bound
 	args = append(args, mode, istr(req.NowMs), req.RequestID, seqBlob(req.SeqHashes), istr(req.ISL), req.SessionID,
 		req.PinnedWorker, fstr(req.Random), overrideArg(&req.Overrides))
 	args = append(args, strconv.Itoa(len(req.AllowedWorkers)))
@@ -96,7 +96,7 @@ func (r *Redis) Route(ctx context.Context, req RouteRequest) (Decision, error) {
 	if err := r.preValidate(ctx, &req); err != nil {
 		return Decision{}, err
 	}
-	arr, err := r.exec(ctx, luascripts.Route, req.Pool, routeArgs("route", &req))
+	arr, err := r.exec(ctx, luascripts.Route, req.Pool, append(routeArgs("route", &req), istr(int64(fullScanMaxRanks))))
 	if err != nil {
 		return Decision{}, err
 	}

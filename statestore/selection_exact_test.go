@@ -29,6 +29,10 @@ import (
 // overrides, knob changes on the pool, and costs built to tie. The memory store runs twice: with short
 // allow-lists scanned worker by worker, and with every allow-list walked through the load order.
 func TestSelectionExactAgainstFullScan(t *testing.T) {
+	// Its pools are small: the full-scan bound would decide them all by the full scan, which is what the
+	// reference is. Bound 0, so route.lua's load-order walk is what is checked (TestRedisFullScanBound
+	// checks the default bound).
+	t.Cleanup(SetFullScanMaxRanks(0))
 	srv := testredis.Start(t)
 	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
 	if err != nil {
