@@ -115,8 +115,10 @@ run_bench() {
 		own_redis_start bench-compare "$port" >&2
 		own_client_pin
 		echo "bench-compare: load before $(cut -d' ' -f1-3 /proc/loadavg); server pinned, client ${CPIN[*]:-unpinned}" >&2
-		"${CPIN[@]}" "$kvr" bench "$@" --store "redis://127.0.0.1:$port"
+		rc=0
+		"${CPIN[@]}" "$kvr" bench "$@" --store "redis://127.0.0.1:$port" || rc=$?
 		echo "bench-compare: load after $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+		exit "$rc"
 	)
 }
 

@@ -92,8 +92,8 @@ var applyWorkBudget = 90
 // TestRedisFullScanBound); the bound only picks the one that costs Redis less CPU. Why 64: the walk's fixed
 // work (lz's head, the bound rank, the dead set, their memos) costs more than scanning a small roster's
 // loads. Redis CPU per decision (route + done), pinned, alternated, docs/PERFORMANCE.md "Twenty-second
-// session": the full scan is 6–11 % cheaper at 16 ranks and 7–14 % at 64, 7–11 % dearer at 128 and
-// 16–19 % at 256. The memory store has no such cost and always takes its chooseFast. A variable so tests
+// session": the full scan is 6–20 % cheaper at 16 ranks, about even at 64 (−14 % to +5 % in two runs),
+// 7–11 % dearer at 128 and 16–19 % at 256: the crossover is near 64. The memory store has no such cost and always takes its chooseFast. A variable so tests
 // can make small pools take the walk (SetFullScanMaxRanks).
 var fullScanMaxRanks = 64
 
