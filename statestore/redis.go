@@ -93,8 +93,9 @@ var applyWorkBudget = 90
 // work (lz's head, the bound rank, the dead set, their memos) costs more than scanning a small roster's
 // loads. Redis CPU per decision (route + done), pinned, alternated, docs/PERFORMANCE.md "Twenty-second
 // session": the full scan is 6–20 % cheaper at 16 ranks, about even at 64 (−14 % to +5 % in two runs),
-// 7–11 % dearer at 128 and 16–19 % at 256: the crossover is near 64. The memory store has no such cost and always takes its chooseFast. A variable so tests
-// can make small pools take the walk (SetFullScanMaxRanks).
+// 7–11 % dearer at 128 and 16–19 % at 256: the crossover is near 64. The memory store has no such cost
+// and always takes its chooseFast. A variable so tests can make small pools take the walk
+// (SetFullScanMaxRanks).
 var fullScanMaxRanks = 64
 
 // engineMapLoad is the average engine-map entries per bucket (blocks held per bucket of a slot's engine map)
