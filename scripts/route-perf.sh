@@ -15,6 +15,9 @@
 # PERF_SECONDS (default 6) of the server from 3 s into it. Defaults for the bench: --workers 64 --blocks
 # 1000000 --clients 1. KVROUTER picks the binary (default bin/kvrouter). Prints the groups; PERF_DATA=FILE
 # keeps perf.data. Never touches a server it did not start.
+# BENCH=ingest profiles apply_events instead: `kvrouter bench ingest` with the flags given (default --workers 16
+# --blocks 1000000) from an empty server, perf recording PERF_SECONDS from 4 s into it (the index then holds a
+# few hundred thousand entries and grows; size --blocks so the load outlasts the window: ~100 k blocks/s here).
 set -euo pipefail
 port="${1:?usage: scripts/route-perf.sh PORT [bench route flags…]}"
 shift
@@ -25,16 +28,23 @@ kvr="${KVROUTER:-bin/kvrouter}"
 [[ -x "$kvr" ]] || go build -o bin/kvrouter ./cmd/kvrouter
 secs="${PERF_SECONDS:-6}"
 flags=("$@")
-((${#flags[@]})) || flags=(--workers 64 --blocks 1000000 --clients 1)
 own_redis_start route-perf "$port"
 pid=$(redis-cli -p "$port" info server | tr -d '\r' | awk -F: '/^process_id:/ {print $2}')
 store="redis://127.0.0.1:$port"
-echo "route-perf: loading the index (${flags[*]})" >&2
-"$kvr" bench route --store "$store" "${flags[@]}" --duration 1s --repeat 1 --calibrate 0 --prefix perf: >/dev/null 2>&1
-"$kvr" bench route --store "$store" "${flags[@]}" --duration "$((secs + 6))s" --repeat 1 --calibrate 0 --prefix perf: \
-  >"$own_dir/bench.json" 2>"$own_dir/bench.txt" &
-bench=$!
-sleep 3
+if [[ ${BENCH:-route} == ingest ]]; then
+  ((${#flags[@]})) || flags=(--workers 16 --blocks 1000000)
+  "$kvr" bench ingest --store "$store" "${flags[@]}" --repeat 1 >"$own_dir/bench.json" 2>"$own_dir/bench.txt" &
+  bench=$!
+  sleep 4
+else
+  ((${#flags[@]})) || flags=(--workers 64 --blocks 1000000 --clients 1)
+  echo "route-perf: loading the index (${flags[*]})" >&2
+  "$kvr" bench route --store "$store" "${flags[@]}" --duration 1s --repeat 1 --calibrate 0 --prefix perf: >/dev/null 2>&1
+  "$kvr" bench route --store "$store" "${flags[@]}" --duration "$((secs + 6))s" --repeat 1 --calibrate 0 --prefix perf: \
+    >"$own_dir/bench.json" 2>"$own_dir/bench.txt" &
+  bench=$!
+  sleep 3
+fi
 data="${PERF_DATA:-$own_dir/perf.data}"
 perf record -q -e cpu-clock -F 2000 --call-graph dwarf,16384 -p "$pid" -o "$data" -- sleep "$secs" >/dev/null 2>&1
 wait "$bench"
