@@ -69,7 +69,7 @@
 -- LAYOUT: the key-layout version (SPEC §8 "Layout version"; luascripts.Layout in Go, checked by a test).
 -- Written as cfg field 'layout' by put_pool; every operation meeting a pool whose cfg holds another
 -- version (or none: layout 1, before versions were recorded) answers {'layout_mismatch', found}.
-local LAYOUT = '6'
+local LAYOUT = '7'
 
 local K_CFG, K_ROSTER, K_WK, K_SEEN, K_LD, K_FENCE, K_SC, K_ORPH, K_ND, K_DEAD, K_LS, K_LX, K_SS, K_SX, K_E, K_G, K_S, K_WZ
 local K_HC, K_HU, K_SY, K_LZ, K_LC, K_SZ, K_LP, K_TC, K_LZN
@@ -77,6 +77,9 @@ local ROS, EC, CNT   -- per-call caches (roster, event-index entries, counter de
 local LVW            -- this call's loads memo after its first loads write (lv_touch); false: none
 local LZC            -- this call's pool knobs for lz scores (LZ.knobs), nil until read
 local LZP            -- this call's pending knobs (cfg 'pbin': a rescoring under way), false: none, nil: unread
+-- LZ_KEPT: whether this call's pool keeps its load orders lz and lp (cfg 'lzk' = '1', "Load orders only where
+-- a route may walk" below), read by pool_check or cfg_get with the layout; false until then.
+local LZ_KEPT
 local LVC            -- this call's loads chunks read through a partial loads memo, nil until then
 local LVP, LVV       -- this call's paged partial loads memo and route's view of it (lv_partial), nil: none
 local GP             -- this call's engine-map parameters per slot (gparams), nil until read
@@ -97,7 +100,7 @@ local function bind(keys)
     keys[19], keys[20], keys[21], keys[22], keys[23], keys[24], keys[25], keys[26], keys[27]
   ROS, EC, CNT = nil, nil, nil   -- EC and CNT made on first use (most calls of route and done never do)
   LVW, LZC, LZP, LVC, GP, LVP, LVV = nil, nil, nil, nil, nil, nil, nil
-  EGN, EP, ENC, LVS = nil, nil, 0, nil
+  EGN, EP, ENC, LVS, LZ_KEPT = nil, nil, 0, nil, false
 end
 
 -- keys_spread returns the full positional key list bind expects from an operation's own keys (luascripts
@@ -130,8 +133,9 @@ local function layout_reply(v) return {'layout_mismatch', v or '1'} end
 -- pool_check returns nil when the pool exists in this layout, else the operation's reply
 -- ({'unknown_pool'} or {'layout_mismatch', found}). One HGET on the path every operation takes.
 local function pool_check()
-  local v = redis.call('HGET', K_CFG, 'layout')
-  if v == LAYOUT then return nil end
+  local got = redis.call('HMGET', K_CFG, 'layout', 'lzk')
+  local v = got[1]
+  if v == LAYOUT then LZ_KEPT = got[2] == '1'; return nil end
   if v or redis.call('EXISTS', K_CFG) == 1 then return layout_reply(v) end
   return {'unknown_pool'}
 end
@@ -374,12 +378,13 @@ end
 -- exist or was written by another layout (pool_check's replies). One HMGET (the packed knobs, the
 -- layout version and the pending knobs of a rescoring under way, kept for LZ's mirroring).
 local function cfg_get()
-  local got = redis.call('HMGET', K_CFG, 'bin', 'layout', 'pbin')
+  local got = redis.call('HMGET', K_CFG, 'bin', 'layout', 'pbin', 'lzk')
   local b, v = got[1], got[2]
   if v ~= LAYOUT then
     if v or b or redis.call('EXISTS', K_CFG) == 1 then return nil, layout_reply(v) end
     return nil, {'unknown_pool'}
   end
+  LZ_KEPT = got[4] == '1'
   LZP = got[3] and cfg_parse(got[3]) or false
   return cfg_parse(b)
 end
@@ -601,7 +606,21 @@ end
 -- Maintained in one place per kind of write: lv_set (every loads change), roster_replace (a worker's
 -- members out and in: registration, removal, spec and dp changes), put_pool and rescore_step (LZ.begin,
 -- LZ.step: a rescoring in bounded steps after a scoring knob changed, see "Rescoring in steps" below).
+--
+-- Load orders only where a route may walk (layout 7). A route over at most S ranks (statestore's
+-- fullScanMaxRanks, 64: route's SCAN_MAX) takes the full scan and never reads lz or lp, yet every booking
+-- and release moved a member of each (ZREM + ZADD, ZADD): 3-11 % of a decision's Redis CPU at 64 workers
+-- (docs/PERFORMANCE.md "Twenty-third session"). So a pool keeps them only once cfg field 'lzk' is '1'
+-- (LZ_KEPT, read with the layout): put_worker sets it when a registration leaves the pool with more than its
+-- argument S ranks, building both from the roster and its loads first (LZ.build: O(S + dp), once), and
+-- route walks only a pool that keeps them. A pool never stops keeping them (one that shrinks below S again
+-- just pays as before; no flapping at the bound). Until then LZ.add, LZ.remove and lv_set's move do nothing,
+-- and with no lz a put_pool applies scoring knobs at once (no rescoring). Layout 6 kept them for every pool
+-- and its routers walk pools of any size (those before the full-scan bound) — hence the layout: 6 → 7 is a
+-- `pool migrate` that sets 'lzk' (a layout-6 pool's orders are complete).
 local LZ = {}
+-- LZ.kept: whether this call's pool keeps its load orders (LZ_KEPT, for the operations' modules).
+function LZ.kept() return LZ_KEPT end
 -- LZ.ck: the candidate key of (worker id, dp rank, index slot). Sorts like the candidate order (worker id
 -- bytes, then rank): NUL in the id is escaped as \0\1 and the id ends with \0\0, so a prefix sorts first;
 -- the slot after the rank never decides (a (worker, rank) pair is unique) but names the roster index
@@ -724,6 +743,7 @@ end
 -- LZ.add adds members (load ‖ key strings) to lz (and lzn while a rescoring is under way) and their
 -- prefill tokens to lp.
 function LZ.add(members)
+  if not LZ_KEPT then return end
   LZ_SK[K_LZ] = nil
   local pargs = {}
   LZ.zadd(K_LZ, LZ.knobs(), members)
@@ -737,7 +757,7 @@ function LZ.add(members)
 end
 -- LZ.remove removes members (load ‖ key strings) from lz and their keys from lp.
 function LZ.remove(members)
-  if #members == 0 then return end
+  if #members == 0 or not LZ_KEPT then return end
   LZ_SK[K_LZ] = nil
   local keys = {}
   for j, m in ipairs(members) do keys[j] = string.sub(m, 25) end
@@ -1291,7 +1311,9 @@ local function lv_set(i, p, d, r, old, ck)
   local new = struct.pack('>ddd', p, d, r)
   redis.call('SETRANGE', k, from, new)
   if m then lv_mset(m, i, p, d, r) end
-  if #old == 24 and old ~= new then LZ.move(LZ.fresh(ck, i) or LZ.rck(i), old, new) end
+  if #old == 24 and old ~= new then
+    if LZ_KEPT then LZ.move(LZ.fresh(ck, i) or LZ.rck(i), old, new) else lease_encodings() end
+  end
 end
 -- lv_replaced drops the memo before loads move (a roster change).
 local function lv_replaced()
@@ -1339,6 +1361,22 @@ local function chunk_decode(C, lv, out)
       string.sub(C.s, C.str + uo, C.str + uo + ul - 1), lv and string.sub(lv, 24 * j - 23, 24 * j) or zl()}
   end
   return out
+end
+-- LZ.build starts keeping the pool's load orders ("Load orders only where a route may walk"): lz and lp
+-- (and any lzn) emptied, then every candidate's member added from the roster chunks and their loads, and
+-- cfg 'lzk' set. O(W) Lua and one ZADD per 256 members: called once per pool, when a registration takes it
+-- past S ranks (W ≤ S + that worker's dp).
+function LZ.build()
+  redis.call('DEL', K_LZ, K_LP, K_LZN)
+  LZ_KEPT = true
+  local R = ros()
+  local members = {}
+  for c = 1, R.k do
+    local cands = chunk_decode(rch(c), redis.call('GET', K_LD .. ':' .. R.cid[c]) or '', {})
+    for _, m in ipairs(LZ.of(cands)) do members[#members + 1] = m end
+  end
+  LZ.add(members)
+  redis.call('HSET', K_CFG, 'lzk', '1')
 end
 -- chunk_new writes cands[a..b] as a new chunk (fresh id; roster and loads keys) and returns its directory
 -- entry {cid, n, fw, C}.

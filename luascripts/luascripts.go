@@ -27,7 +27,7 @@ var files embed.FS
 // every pool's cfg hash (field "layout"), and part of the library and function names, so routers of two
 // layouts can share a Redis during a rolling upgrade without replacing each other's functions.
 // lib.lua declares the same number (LAYOUT); TestLayoutMatchesLib checks it.
-const Layout = 6
+const Layout = 7
 
 // Knobs returns knobs_gen.lua, the generated part of every script's prelude (before lib.lua).
 func Knobs() string {

@@ -1,9 +1,10 @@
 -- migrate.lua — one bounded step of `kvrouter pool migrate`: bring a pool written by an earlier key layout
--- to this one (6), in place (a pool of layouts 1–5 is first moved to layout 6's hash tag by statestore,
--- redis_layout.go moveLegacyKeys: layout 6 changed key names only). Layouts 3, 4 and 5 → 6 convert nothing
+-- to this one (7), in place (a pool of layouts 1–5 is first moved to layout 6's hash tag by statestore,
+-- redis_layout.go moveLegacyKeys: layout 6 changed key names only). Layouts 3, 4, 5 and 6 → 7 convert nothing
 -- here: layout 5 only stopped keeping lc (each load's member count in lz; route counts a group with ZCOUNT
--- instead), so the first call deletes lc (UNLINK: freed in the background; absent in layout 5), records
--- this layout and answers done. (Layout 4 added maps that grow, lib.lua lh_params, for
+-- instead), so the first call deletes lc (UNLINK: freed in the background; absent in layout 5), and layout 7
+-- only lets a pool of few ranks go without its load orders (lib.lua "Load orders only where a route may
+-- walk"), which every earlier layout kept: so it records this layout with cfg 'lzk' set and answers done. (Layout 4 added maps that grow, lib.lua lh_params, for
 -- pools and slots it creates, which record their bucket counts, sc 'egn', fence 'gn<slot>'; layout 3's have
 -- none and keep 16,384 index and 256 engine-map buckets.) Layout 1 (every pool written before versions
 -- were recorded: no cfg field 'layout') has layout 2's keys and encodings. Layout 2 → 3 changes data, so the pool is first marked MIGRATING (cfg
@@ -25,6 +26,7 @@
 -- O(MIGRATE_CHUNK · log W) for the orders (whole chunks of at most CH candidates; one ZRANGE of wz, one
 -- HMGET of seen and one ZADD for sz).
 bind(KEYS)
+LZ_KEPT = true   -- a migrated pool keeps its load orders (migrate_lz builds them; layouts 3-6 kept them)
 local MIGRATING = '2>3'
 local MIGRATE_CHUNK = 512
 
@@ -144,9 +146,9 @@ local STEPS = {migrate_roster, migrate_lz, migrate_sz}
 local got = redis.call('HMGET', K_CFG, 'bin', 'layout', 'mfrom')
 local bin, found, from = got[1], got[2], got[3]
 if found == LAYOUT then return {'done', LAYOUT} end
-if found == '3' or found == '4' or found == '5' then
+if found == '3' or found == '4' or found == '5' or found == '6' then
   redis.call('UNLINK', K_LC)
-  redis.call('HSET', K_CFG, 'layout', LAYOUT)
+  redis.call('HSET', K_CFG, 'layout', LAYOUT, 'lzk', '1')
   return {'done', found}
 end
 if not found and not bin and redis.call('EXISTS', K_CFG) == 0 then return {'unknown_pool'} end
@@ -166,6 +168,6 @@ if STEPS[at]() then
   redis.call('HSET', K_CFG, 'mstep', at)
 end
 if at <= #STEPS then return {'more', from} end
-redis.call('HSET', K_CFG, 'layout', LAYOUT)
+redis.call('HSET', K_CFG, 'layout', LAYOUT, 'lzk', '1')
 redis.call('HDEL', K_CFG, 'mfrom', 'mstep')
 return {'done', from}

@@ -2,10 +2,13 @@
 --
 -- KEYS: the pool's key list (see lib.lua; the body starts with bind(KEYS)).
 -- ARGV: [1] now, ms  [2] worker id  [3] url  [4] dp size (>= 1)  [5] total_kv_blocks
---       [6] max_num_batched_tokens  [7] kv_events (-1 pool default, 0, 1)  [8] max workers per pool.
+--       [6] max_num_batched_tokens  [7] kv_events (-1 pool default, 0, 1)  [8] max workers per pool
+--       [9] S, the full-scan bound in ranks (statestore's fullScanMaxRanks): a registration leaving the pool
+--       with more ranks starts keeping its load orders (lib.lua "Load orders only where a route may walk").
 -- Reply: {'ok'} | {'unknown_pool'} | {'layout_mismatch', found layout} | {'too_many'}.
 -- Complexity: a new worker or a changed spec: O(CH + dp) + O(W/CH) directory bytes (roster_replace
--- rewrites the one or two roster chunks holding the worker's ranks; CH = 64); an unchanged heartbeat: O(1).
+-- rewrites the one or two roster chunks holding the worker's ranks; CH = 64), and once per pool, when it
+-- passes S ranks, O(S + dp) to build the load orders (LZ.build); an unchanged heartbeat: O(1).
 -- Either way, while a rescoring of the load order is under way, one step of it (LZ.tick: RESCORE_TICK
 -- members): heartbeats finish a rescoring whose PutPool caller died.
 bind(KEYS)
@@ -42,5 +45,6 @@ while w[W.DP] > dp do
 end
 redis.call('HSET', K_WK, wid, cmsgpack.pack(w))
 roster_replace(wid, w)
+if not LZ_KEPT and ros().n > (tonumber(ARGV[9]) or 0) then LZ.build() end
 LZ.tick()
 return {'ok'}

@@ -427,9 +427,11 @@ local function safe_knob(v) return v == 0 or (v >= 1e-200 and v <= 1e9) end
 -- with the pool's own prefill_load_scale and decode_active_request_weight (lz is ordered by them) within
 -- safeKnob's range. cost_model ttft never takes it: per-rank coefficients make a cost depend on more than
 -- the load (memory: chooseFast returns nil too). Not in memory: a route over at most SCAN_MAX ranks takes the
--- full scan, which decides the same and costs Redis less there (the memory store has no such cost).
+-- full scan, which decides the same and costs Redis less there (the memory store has no such cost); so does
+-- a pool that does not keep its load orders (lib.lua "Load orders only where a route may walk": one of at
+-- most the put_worker's S ranks since it was created).
 local function fast_allowed()
-  return (mode == 'route' or mode == 'head') and temp <= 0 and N > 0 and N > SCAN_MAX and not TC
+  return (mode == 'route' or mode == 'head') and temp <= 0 and N > 0 and N > SCAN_MAX and not TC and LZ.kept()
     and pls == pcfg.pls and rw == pcfg.rw and safe_knob(pls) and safe_knob(rw)
 end
 -- new_route_filter: memory_route.go newRouteFilter (allowed, excluded) plus what memPool.live and the

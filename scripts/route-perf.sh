@@ -33,7 +33,7 @@ pid=$(redis-cli -p "$port" info server | tr -d '\r' | awk -F: '/^process_id:/ {p
 store="redis://127.0.0.1:$port"
 if [[ ${BENCH:-route} == ingest ]]; then
   ((${#flags[@]})) || flags=(--workers 16 --blocks 1000000)
-  "$kvr" bench ingest --store "$store" "${flags[@]}" --repeat 1 >"$own_dir/bench.json" 2>"$own_dir/bench.txt" &
+  "$kvr" bench ingest --store "$store" "${flags[@]}" ${INGEST_REPEAT_FLAG---repeat 1} >"$own_dir/bench.json" 2>"$own_dir/bench.txt" &
   bench=$!
   sleep 4
 else
@@ -48,7 +48,7 @@ fi
 data="${PERF_DATA:-$own_dir/perf.data}"
 perf record -q -e cpu-clock -F 2000 --call-graph dwarf,16384 -p "$pid" -o "$data" -- sleep "$secs" >/dev/null 2>&1
 wait "$bench"
-grep -v '^note' "$own_dir/bench.txt" | tail -n 2 >&2
+{ grep -v '^note' "$own_dir/bench.txt" || true; } | tail -n 2 >&2
 srv="${REDIS_SERVER:-redis-server}"
 echo "route-perf: $("$srv" --version | awk '{print $3}') ($(command -v "$srv")), load $(cut -d' ' -f1-3 /proc/loadavg)"
 perf script -i "$data" 2>/dev/null | python3 scripts/perf_groups.py

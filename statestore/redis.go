@@ -94,8 +94,10 @@ var applyWorkBudget = 90
 // loads. Redis CPU per decision (route + done), pinned, alternated, docs/PERFORMANCE.md "Twenty-second
 // session": the full scan is 6–20 % cheaper at 16 ranks, about even at 64 (−14 % to +5 % in two runs),
 // 7–11 % dearer at 128 and 16–19 % at 256: the crossover is near 64. The memory store has no such cost
-// and always takes its chooseFast. A variable so tests can make small pools take the walk
-// (SetFullScanMaxRanks).
+// and always takes its chooseFast. Since layout 7 it is also put_worker's argument: a pool keeps its load
+// orders (lz, lp: the walk's, moved by every booking and release) only once a registration leaves it with
+// more ranks (lib.lua "Load orders only where a route may walk"); so a test that makes small pools take the
+// walk (SetFullScanMaxRanks) sets it before their workers register.
 var fullScanMaxRanks = 64
 
 // engineMapLoad is the average engine-map entries per bucket (blocks held per bucket of a slot's engine map)
@@ -442,7 +444,8 @@ func (r *Redis) PutWorker(ctx context.Context, pool string, spec WorkerSpec, now
 		}
 	}
 	arr, err := r.exec(ctx, luascripts.PutWorker, pool, []string{istr(now), spec.WorkerID, spec.URL, strconv.Itoa(spec.dpSize()),
-		istr(spec.TotalKVBlocks), istr(spec.MaxNumBatchedTokens), kve, strconv.Itoa(r.limits.maxWorkers())})
+		istr(spec.TotalKVBlocks), istr(spec.MaxNumBatchedTokens), kve, strconv.Itoa(r.limits.maxWorkers()),
+		istr(int64(fullScanMaxRanks))})
 	if err != nil {
 		return err
 	}

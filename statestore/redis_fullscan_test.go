@@ -6,22 +6,31 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/redis/rueidis"
+
 	"github.com/kvrouter/kvrouter/blockhash"
+	"github.com/kvrouter/kvrouter/luascripts"
 )
 
 // TestRedisFullScanBound checks route.lua's full-scan bound at its default (fullScanMaxRanks): a pool of
-// at most that many ranks is decided by the full scan — no decision takes choose_fast — and a pool of one
-// rank more by the load-order walk wherever it qualifies; either way every decision equals the memory
-// store's, which always takes its chooseFast. Holders of the prompts' prefixes, loads from pinned
-// bookings, prefill-done requests and done calls vary the states; temperature 0, so every decision
-// without a session qualifies for the walk.
+// at most that many ranks is decided by the full scan — no decision takes choose_fast — and keeps no load
+// orders (no lz, no lp, cfg 'lzk' unset: lib.lua "Load orders only where a route may walk"), and a pool of
+// one rank more keeps them, complete, and is decided by the load-order walk wherever it qualifies; either
+// way every decision equals the memory store's, which always takes its chooseFast. Holders of the prompts'
+// prefixes, loads from pinned bookings, prefill-done requests and done calls vary the states; temperature
+// 0, so every decision without a session qualifies for the walk. In the "crossing" case the last worker
+// registers after the bookings, so the orders are built from loads already there (LZ.build).
 func TestRedisFullScanBound(t *testing.T) {
 	ctx := context.Background()
-	rs, _ := newInternalRedis(t, "fsb:")
+	rs, c := newInternalRedis(t, "fsb:")
 	bound := fullScanMaxRanks
-	for _, ranks := range []int{8, bound, bound + 1} {
-		t.Run(fmt.Sprint(ranks), func(t *testing.T) {
-			pool := fmt.Sprintf("p%d", ranks)
+	for _, tc := range []struct {
+		name        string
+		ranks, late int // late: workers registered after the bookings
+	}{{"8", 8, 0}, {fmt.Sprint(bound), bound, 0}, {fmt.Sprint(bound + 1), bound + 1, 0}, {"crossing", bound + 1, 1}} {
+		ranks := tc.ranks
+		t.Run(tc.name, func(t *testing.T) {
+			pool := "p" + tc.name
 			stores := []Store{NewMemory(), rs}
 			rng := rand.New(rand.NewPCG(uint64(ranks), 7))
 			// Four chains of 16 blocks; each worker holds a prefix of one of them.
@@ -38,11 +47,8 @@ func TestRedisFullScanBound(t *testing.T) {
 			for w := range holds {
 				holds[w] = held{rng.IntN(len(chains)), rng.IntN(17)}
 			}
-			for _, st := range stores {
-				if err := st.PutPool(ctx, pool, DefaultPoolConfig(16)); err != nil {
-					t.Fatal(err)
-				}
-				for w := 0; w < ranks; w++ {
+			register := func(st Store, from, to int) {
+				for w := from; w < to; w++ {
 					id := fmt.Sprintf("w%d", w)
 					if err := st.PutWorker(ctx, pool, WorkerSpec{WorkerID: id, URL: "http://" + id}, 1); err != nil {
 						t.Fatal(err)
@@ -61,8 +67,14 @@ func TestRedisFullScanBound(t *testing.T) {
 					}
 				}
 			}
+			for _, st := range stores {
+				if err := st.PutPool(ctx, pool, DefaultPoolConfig(16)); err != nil {
+					t.Fatal(err)
+				}
+				register(st, 0, ranks-tc.late)
+			}
 			// Loads: pinned bookings on a third of the workers, half of them past their prefill.
-			for w := 0; w < ranks; w += 3 {
+			for w := 0; w < ranks-tc.late; w += 3 {
 				id := fmt.Sprintf("load%d", w)
 				isl := int64(16 * (1 + rng.IntN(4)))
 				pd := rng.IntN(2) == 0
@@ -77,6 +89,10 @@ func TestRedisFullScanBound(t *testing.T) {
 					}
 				}
 			}
+			for _, st := range stores {
+				register(st, ranks-tc.late, ranks)
+			}
+			checkLoadOrdersKept(t, c, pool, ranks > bound, ranks)
 			fast0 := rs.fastRoutes.Load()
 			for q := 0; q < 120; q++ {
 				chain := chains[rng.IntN(len(chains))]
@@ -110,6 +126,45 @@ func TestRedisFullScanBound(t *testing.T) {
 				t.Fatalf("no decision on %d ranks took the load-order walk (bound %d)", ranks, bound)
 			}
 			t.Logf("%d ranks: %d of 120 decisions through the load-order walk", ranks, fast)
+			checkLoadOrdersKept(t, c, pool, ranks > bound, ranks)
 		})
+	}
+}
+
+// checkLoadOrdersKept asserts whether pool keeps its load orders: cfg 'lzk' and lz, lp of one member per
+// rank when kept (lz's scores and order are checked by the decisions against the memory store), none of
+// them when not.
+func checkLoadOrdersKept(t *testing.T, c rueidis.Client, pool string, kept bool, ranks int) {
+	t.Helper()
+	ctx := context.Background()
+	keys := PoolKeys("fsb:", pool)
+	var cfgKey, lzKey, lpKey string
+	for i, suffix := range luascripts.KeySuffixes {
+		switch suffix {
+		case "cfg":
+			cfgKey = keys[i]
+		case "lz":
+			lzKey = keys[i]
+		case "lp":
+			lpKey = keys[i]
+		}
+	}
+	lzk, err := c.Do(ctx, c.B().Hget().Key(cfgKey).Field("lzk").Build()).ToString()
+	if err != nil && !rueidis.IsRedisNil(err) {
+		t.Fatal(err)
+	}
+	nz, err := c.Do(ctx, c.B().Zcard().Key(lzKey).Build()).AsInt64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	np, err := c.Do(ctx, c.B().Zcard().Key(lpKey).Build()).AsInt64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kept && (lzk != "1" || nz != int64(ranks) || np != int64(ranks)) {
+		t.Fatalf("pool %s of %d ranks: lzk %q, lz %d, lp %d members; want kept (1, %d, %d)", pool, ranks, lzk, nz, np, ranks, ranks)
+	}
+	if !kept && (lzk != "" || nz != 0 || np != 0) {
+		t.Fatalf("pool %s of %d ranks: lzk %q, lz %d, lp %d members; want none kept", pool, ranks, lzk, nz, np)
 	}
 }

@@ -81,8 +81,10 @@ const (
 // TestRedisLoadOrderSkiplist: the load order's sorted sets (lz, lp) of a pool of short worker ids, which
 // Redis would keep as listpacks (the slow case for the ZADD of every booking and release: lib.lua
 // LZ.skiplist), are skiplists once a booking moved a member, again after the roster was rewritten, and
-// the decisions are the memory store's all along (encoding only).
+// the decisions are the memory store's all along (encoding only). The pool is small, so it keeps its load
+// orders only with the full-scan bound at 0 (lib.lua "Load orders only where a route may walk").
 func TestRedisLoadOrderSkiplist(t *testing.T) {
+	t.Cleanup(SetFullScanMaxRanks(0))
 	f := newEncodingFixture(t, "w0", "w1", "w2", "w3")
 	if e := f.encoding(keyLZ); e != "listpack" {
 		t.Logf("lz after registration: %s (Redis configured for larger listpacks?)", e)
