@@ -83,10 +83,15 @@ local GC, GK = {}, {}
 -- chain's instructions per block (callgrind, ingest-floor.sh REPLICAS=4: 48.6 k vs 49.7 k).
 local E, ED, EB = {}, {}, {}
 -- Fence state per rank, cached: F[rid] = {epoch, lastid|false, degraded(bool)}; Fdirty[rid] = changed.
-local F, Fdirty = {}, {}
+-- FPRE[rid]: the fences of the ranks the call's events name, read by split_maps before any event and taken
+-- by fget on first use.
+local F, Fdirty, FPRE = {}, {}, {}
 -- store_event's hashes of one event (SEQS[1..nb], overwritten) and their set (DUP, emptied per event);
--- split_maps' ranks seen.
-local SEQS, DUP, RANKS = {}, {}, {}
+-- split_maps' ranks seen, their list in first-named order, and the fields of its two HMGETs.
+local SEQS, DUP, RANKS, RLIST, SCF, FCF = {}, {}, {}, {}, {}, {}
+-- SCH[slot]: the named slots' held blocks (sc 'h<slot>') as split_maps read them, and EN0 the index's entries
+-- ('en'): finish writes them back with this call's deltas in one HSET (counts_flush); CFA its arguments.
+local SCH, CFA, EN0 = {}, {}, 0
 -- Standard-library locals and the empty header, bound at the first call (bind_lib).
 local sub, byte, spack, sunpack, band, bor, bnot, NO_HDR
 
@@ -127,7 +132,8 @@ local function reset_state()
   for j = 1, 10 do res[j] = 0 end
   work, applied_blocks, dh, dn, dor, wdirty = 0, 0, 0, 0, 0, false
   GC, GK, E, ED, EB = MEMO.empty(GC), MEMO.empty(GK), MEMO.empty(E), MEMO.empty(ED), MEMO.empty(EB)
-  F, Fdirty = MEMO.empty(F), MEMO.empty(Fdirty)
+  F, Fdirty, FPRE = MEMO.empty(F), MEMO.empty(Fdirty), MEMO.empty(FPRE)
+  SCH = MEMO.empty(SCH)
 end
 
 -- ok_reply: the 'ok' reply (header), res's counts in order.
@@ -231,7 +237,23 @@ local function eflush_raw()
     local k = EB[seq] or ebucket(seq)
     if #s <= HDR then ENC = ENC - redis.call('HDEL', k, sub(seq, 1, 7)) else ENC = ENC + redis.call('HSET', k, sub(seq, 1, 7), s) end
   end
+end
+-- counts_flush: sc's index entries ('en', lib.lua en_add) and the held blocks of the slots split_maps read
+-- ('h<slot>', cnt_add) as one HSET of the values read plus this call's deltas — exact, as nothing else
+-- writes them between that read and this write in one atomic call — in place of an HINCRBY each; the other
+-- counters (slots not read: made by a Cleared event or a restart in this call; orphans, non-device) by
+-- lib.lua's flushes.
+local function counts_flush()
+  local args = MEMO.empty(CFA)
+  CFA = args
+  if ENC ~= 0 then args[1], args[2], ENC = 'en', istr(EN0 + ENC), 0 end
+  for slot, v in pairs(SCH) do
+    local d = cnt_take('h', slot)
+    if d ~= 0 then args[#args + 1], args[#args + 2] = 'h' .. istr(slot), istr(v + d) end
+  end
+  if #args > 0 then redis.call('HSET', K_SC, unpack(args)) end
   en_flush()
+  cnt_flush()
 end
 
 -- parent_child: one more (d = 1) or one fewer (d = -1) held child of slot key4 on the parent entry.
@@ -397,10 +419,13 @@ end
 local function fget(rid)
   local f = F[rid]
   if not f then
-    local r = istr(rid)
-    local v = redis.call('HMGET', K_FENCE, 'e' .. r, 'i' .. r, 'g' .. r)
-    work = work + 2   -- the read and the write back
-    f = {v[1] or '', v[2] or false, v[3] == '1'}
+    f = FPRE[rid]
+    if not f then
+      local r = istr(rid)
+      local v = redis.call('HMGET', K_FENCE, 'e' .. r, 'i' .. r, 'g' .. r)
+      f = {v[1] or '', v[2] or false, v[3] == '1'}
+    end
+    work = work + 2   -- the read and the write back (charged on first use, prefetched or not)
     F[rid] = f
   end
   return f
@@ -435,25 +460,48 @@ local function grow_map(pre, g, ck, cnt, entries, load)
   end
 end
 
--- split_maps: the maps that outgrew their buckets, before any event (see grow_map).
+-- split_maps: the maps that outgrew their buckets, before any event (see grow_map). What it reads comes in
+-- two HMGETs whatever the number of ranks the events name (RLIST): sc's index count and entries ('egn',
+-- 'en') with each named slot's held blocks ('h<slot>'), and fence's bucket count of each named slot
+-- ('gn<slot>', given to gparams) with each named rank's fence (FPRE, fget's). One read of sc and one of fence
+-- per rank and one of the index's before: two to four commands fewer per call, ~32 blocks a call
+-- (docs/PERFORMANCE.md "Twenty-third session"). Fields of ranks out of range are not read (their events
+-- are counted as unknown workers).
 local function split_maps(ARGV)
-  if eload > 0 then
-    local v = redis.call('HMGET', K_SC, 'egn', 'en')
-    EGN = v[1]
-    grow_map(K_E, eparams(), K_SC, 'egn', tonumber(v[2] or '') or 0, eload)
+  local ranks, list = MEMO.empty(RANKS), MEMO.empty(RLIST)
+  RANKS, RLIST = ranks, list
+  for i = 0, n - 1 do
+    local rank = tonumber(ARGV[A0 + NV * i + 2])
+    if rank >= 0 and rank < w[W.DP] and not ranks[rank] then
+      ranks[rank] = true
+      list[#list + 1] = rank
+    end
   end
+  local sf, ff = MEMO.empty(SCF), MEMO.empty(FCF)
+  SCF, FCF = sf, ff
+  sf[1], sf[2] = 'egn', 'en'
+  for j, rank in ipairs(list) do
+    local slot, r = w[W.SLOTS][rank + 1], istr(w[W.RIDS][rank + 1])
+    sf[2 + j] = 'h' .. istr(slot)
+    ff[4 * j - 3], ff[4 * j - 2], ff[4 * j - 1], ff[4 * j] = 'gn' .. istr(slot), 'e' .. r, 'i' .. r, 'g' .. r
+  end
+  local sv = redis.call('HMGET', K_SC, unpack(sf))
+  EGN, EN0 = sv[1], tonumber(sv[2] or '') or 0
+  for j, rank in ipairs(list) do SCH[w[W.SLOTS][rank + 1]] = tonumber(sv[2 + j] or '') or 0 end
+  if #list > 0 then
+    local fv = redis.call('HMGET', K_FENCE, unpack(ff))
+    for j, rank in ipairs(list) do
+      gparams(w[W.SLOTS][rank + 1], fv[4 * j - 3])
+      FPRE[w[W.RIDS][rank + 1]] = {fv[4 * j - 2] or '', fv[4 * j - 1] or false, fv[4 * j] == '1'}
+    end
+  end
+  if eload > 0 then grow_map(K_E, eparams(), K_SC, 'egn', EN0, eload) end
   if gload > 0 then
-    local ranks = MEMO.empty(RANKS)
-    RANKS = ranks
-    for i = 0, n - 1 do
-      local rank = tonumber(ARGV[A0 + NV * i + 2])
-      if rank >= 0 and rank < w[W.DP] and not ranks[rank] then
-        ranks[rank] = true
-        local slot = w[W.SLOTS][rank + 1]
-        local g = gparams(slot)
-        if g.grow then   -- its entries: the slot's held blocks (sc 'h<slot>', as the last call left them)
-          grow_map(K_G .. istr(slot) .. ':', g, K_FENCE, 'gn' .. slot, tonumber(redis.call('HGET', K_SC, 'h' .. slot) or '') or 0, gload)
-        end
+    for _, rank in ipairs(list) do
+      local slot = w[W.SLOTS][rank + 1]
+      local g = gparams(slot)
+      if g.grow then   -- its entries: the slot's held blocks (sc 'h<slot>', as the last call left them)
+        grow_map(K_G .. istr(slot) .. ':', g, K_FENCE, 'gn' .. slot, SCH[slot], gload)
       end
     end
   end
@@ -572,7 +620,7 @@ end
 -- step.
 local function finish()
   eflush_raw()
-  cnt_flush()
+  counts_flush()
   for rid in pairs(Fdirty) do
     local f = F[rid]
     local g, r = f[3] and '1' or '0', istr(rid)

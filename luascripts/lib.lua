@@ -309,12 +309,14 @@ local function en_add(d) ENC = ENC + d end
 local function en_flush()
   if ENC ~= 0 then redis.call('HINCRBY', K_SC, 'en', istr(ENC)); ENC = 0 end
 end
--- gparams returns slot's engine-map parameters (lh_params), read once per call (one HGET of fence).
-local function gparams(slot)
+-- gparams returns slot's engine-map parameters (lh_params), read once per call (one HGET of fence); v:
+-- fence field 'gn<slot>' when the caller already read it (false: absent), nil to read it here.
+local function gparams(slot, v)
   if not GP then GP = {} end
   local g = GP[slot]
   if not g then
-    g = lh_params(redis.call('HGET', K_FENCE, 'gn' .. slot), NB_G)
+    if v == nil then v = redis.call('HGET', K_FENCE, 'gn' .. slot) end
+    g = lh_params(v, NB_G)
     GP[slot] = g
   end
   return g
@@ -1795,15 +1797,24 @@ local function cnt_add(kind, slot, d)
     CNT[kind][slot] = (CNT[kind][slot] or 0) + d
   end
 end
+-- cnt_take returns slot's pending delta of counter kind ('h', 'o', 'n'; 0: none) and drops it from
+-- cnt_flush: for a caller that writes that counter itself.
+local function cnt_take(kind, slot)
+  local t = CNT and CNT[kind]
+  local d = t and t[slot] or 0
+  if d ~= 0 then t[slot] = 0 end
+  return d
+end
+-- cnt_hincr adds d to slot's field of counter hash k, deleting a field back at 0.
+local function cnt_hincr(k, slot, d)
+  local f = istr(slot)
+  if d ~= 0 and redis.call('HINCRBY', k, f, istr(d)) == 0 then redis.call('HDEL', k, f) end
+end
 local function cnt_flush()
   if not CNT then return end
   for slot, d in pairs(CNT.h) do if d ~= 0 then redis.call('HINCRBY', K_SC, 'h' .. istr(slot), istr(d)) end end
-  for _, kk in ipairs({{'o', K_ORPH}, {'n', K_ND}}) do
-    for slot, d in pairs(CNT[kk[1]]) do
-      local f = istr(slot)
-      if d ~= 0 and redis.call('HINCRBY', kk[2], f, istr(d)) == 0 then redis.call('HDEL', kk[2], f) end
-    end
-  end
+  for slot, d in pairs(CNT.o) do cnt_hincr(K_ORPH, slot, d) end
+  for slot, d in pairs(CNT.n) do cnt_hincr(K_ND, slot, d) end
   CNT = nil
 end
 
