@@ -131,7 +131,8 @@ end
 local function layout_reply(v) return {'layout_mismatch', v or '1'} end
 
 -- pool_check returns nil when the pool exists in this layout, else the operation's reply
--- ({'unknown_pool'} or {'layout_mismatch', found}). One HGET on the path every operation takes.
+-- ({'unknown_pool'} or {'layout_mismatch', found}). One HMGET on the path every operation takes (the layout,
+-- and whether the pool keeps its load orders: LZ_KEPT).
 local function pool_check()
   local got = redis.call('HMGET', K_CFG, 'layout', 'lzk')
   local v = got[1]
@@ -378,7 +379,7 @@ end
 
 -- cfg_get returns the pool's knobs as numbers, or nil and the operation's reply when the pool does not
 -- exist or was written by another layout (pool_check's replies). One HMGET (the packed knobs, the
--- layout version and the pending knobs of a rescoring under way, kept for LZ's mirroring).
+-- layout version, the pending knobs of a rescoring under way, kept for LZ's mirroring, and 'lzk': LZ_KEPT).
 local function cfg_get()
   local got = redis.call('HMGET', K_CFG, 'bin', 'layout', 'pbin', 'lzk')
   local b, v = got[1], got[2]
@@ -1367,7 +1368,7 @@ end
 -- LZ.build starts keeping the pool's load orders ("Load orders only where a route may walk"): lz and lp
 -- (and any lzn) emptied, then every candidate's member added from the roster chunks and their loads, and
 -- cfg 'lzk' set. O(W) Lua and one ZADD per 256 members: called once per pool, when a registration takes it
--- past S ranks (W ≤ S + that worker's dp).
+-- past S ranks (W ≤ S + that worker's dp: every registration before it left at most S).
 function LZ.build()
   redis.call('DEL', K_LZ, K_LP, K_LZN)
   LZ_KEPT = true
