@@ -1365,6 +1365,13 @@ local function chunk_decode(C, lv, out)
   end
   return out
 end
+-- LZ.chunk_members appends the lz members of directory R's chunk c (its candidates, their loads read from
+-- the chunk's loads key) to out and returns it.
+function LZ.chunk_members(R, c, out)
+  local cands = chunk_decode(rch(c), redis.call('GET', K_LD .. ':' .. R.cid[c]) or '', {})
+  for _, m in ipairs(LZ.of(cands)) do out[#out + 1] = m end
+  return out
+end
 -- LZ.build starts keeping the pool's load orders ("Load orders only where a route may walk"): lz and lp
 -- (and any lzn) emptied, then every candidate's member added from the roster chunks and their loads, and
 -- cfg 'lzk' set. O(W) Lua and one ZADD per 256 members: called once per pool, when a registration takes it
@@ -1374,10 +1381,7 @@ function LZ.build()
   LZ_KEPT = true
   local R = ros()
   local members = {}
-  for c = 1, R.k do
-    local cands = chunk_decode(rch(c), redis.call('GET', K_LD .. ':' .. R.cid[c]) or '', {})
-    for _, m in ipairs(LZ.of(cands)) do members[#members + 1] = m end
-  end
+  for c = 1, R.k do LZ.chunk_members(R, c, members) end
   LZ.add(members)
   redis.call('HSET', K_CFG, 'lzk', '1')
 end

@@ -103,8 +103,7 @@ local function migrate_lz()
   local members = {}
   while c < R.k and #members < MIGRATE_CHUNK do
     c = c + 1
-    local cands = chunk_decode(rch(c), redis.call('GET', K_LD .. ':' .. R.cid[c]) or '', {})
-    for _, m in ipairs(LZ.of(cands)) do members[#members + 1] = m end
+    LZ.chunk_members(R, c, members)
   end
   LZ.add(members)
   if c >= R.k then
