@@ -9,7 +9,6 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/kvrouter/kvrouter/blockhash"
-	"github.com/kvrouter/kvrouter/luascripts"
 )
 
 // TestRedisFullScanBound checks route.lua's full-scan bound at its default (fullScanMaxRanks): a pool of
@@ -138,17 +137,7 @@ func checkLoadOrdersKept(t *testing.T, c rueidis.Client, pool string, kept bool,
 	t.Helper()
 	ctx := context.Background()
 	keys := PoolKeys("fsb:", pool)
-	var cfgKey, lzKey, lpKey string
-	for i, suffix := range luascripts.KeySuffixes {
-		switch suffix {
-		case "cfg":
-			cfgKey = keys[i]
-		case "lz":
-			lzKey = keys[i]
-		case "lp":
-			lpKey = keys[i]
-		}
-	}
+	cfgKey, lzKey, lpKey := keys[0], keys[keyLZ], keys[keyLP]
 	lzk, err := c.Do(ctx, c.B().Hget().Key(cfgKey).Field("lzk").Build()).ToString()
 	if err != nil && !rueidis.IsRedisNil(err) {
 		t.Fatal(err)
