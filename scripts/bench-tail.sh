@@ -39,7 +39,8 @@ own_client_pin
 rpid=$(redis-cli -p "$port" info server | tr -d '\r' | awk -F: '/^process_id:/ { print $2 }')
 if ((own_rt)); then chrt -a -o -p 0 "$rpid"; fi
 "${CPIN[@]}" "$kvr" bench route --store "redis://127.0.0.1:$port" --prefix tail: "$@" \
-  --repeat 1 --clients 1 --routes 1 --calibrate 0 --rate '' >/dev/null 2>"$out.load"
+  --repeat 1 --clients 1 --routes 1 --calibrate 0 --rate '' >/dev/null 2>"$out.load" ||
+  { echo "bench-tail: loading the index failed:" >&2; cat "$out.load" >&2; exit 1; }
 echo "Index loading (server at SCHED_OTHER, no real-time throttling; the stall probe not running):"
 python3 scripts/slowlog_summary.py "$port"
 redis-cli -p "$port" slowlog reset >/dev/null

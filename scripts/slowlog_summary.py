@@ -8,7 +8,7 @@ binary) and prints, per command (FCALLs by function), how many calls were logged
 many reached 2, 5 and 10 ms (a VM stall or the kernel's real-time throttling, ~50 ms, shows as the long
 ones; a call's own work at 4,096 workers is 0.2-0.6 ms).
 Commands a script or function ran (client "?:0") are left out: they are part of their call. Used by
-scripts/bench-tail.sh for the whole benchmark, index loading included.
+scripts/bench-tail.sh for the index loading and, after a SLOWLOG RESET, for the benchmark after it.
 """
 import collections
 import socket
