@@ -6,8 +6,9 @@
 -- only lets a pool of few ranks go without its load orders (lib.lua "Load orders only where a route may
 -- walk"), which every earlier layout kept: so it records this layout with cfg 'lzk' set and answers done.
 -- (Layout 4 added maps that grow, lib.lua lh_params, for pools and slots it creates, which record their
--- bucket counts, sc 'egn', fence 'gn<slot>'; layout 3's have none and keep 16,384 index and 256 engine-map buckets.) Layout 1 (every pool written before versions
--- were recorded: no cfg field 'layout') has layout 2's keys and encodings. Layout 2 → 3 changes data, so the pool is first marked MIGRATING (cfg
+-- bucket counts, sc 'egn', fence 'gn<slot>'; layout 3's have none and keep 16,384 index and 256 engine-map
+-- buckets.) Layout 1 (every pool written before versions were recorded: no cfg field 'layout') has layout
+-- 2's keys and encodings. Layout 2 → 3 changes data, so the pool is first marked MIGRATING (cfg
 -- field 'layout' = '2>3': routers of layout 2 and 3 alike answer layout_mismatch until it is done, so
 -- nothing writes into a half-converted pool) and its original layout kept in cfg field 'mfrom'; then the
 -- conversions in STEPS run in order, each a function doing one bounded slice per call and answering true
