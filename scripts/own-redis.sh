@@ -37,15 +37,25 @@ own_server_pin() {
 
 # own_client_pin sets CPIN, the prefix that runs a benchmark's client (kvrouter bench, redis-benchmark) the way
 # a router runs beside its Redis in a deployment: on CPUs of its own — here the ones the server is not pinned
-# to (own_rest), at SCHED_FIFO 5 (below the server, above the guest's ordinary tasks) — as bench-tail.sh and
-# churn-tail.sh always did (they call it too). Go sizes GOMAXPROCS from that affinity (1 on a 2-CPU box).
-# An unpinned client also runs threads on the server's CPU, where the server at real-time priority preempts
-# them whenever it works; on this VM that added 38-55 µs to a 16-client open-loop p50 and multiplied the
-# p99s (docs/PERFORMANCE.md "Nineteenth session"). CLIENT_PIN=0 leaves the client unpinned, as before that
-# session (to reproduce older figures). box-gauge.sh keeps its own fixed pin: a gauge, not a benchmark.
+# to (own_rest), at nice -10 — as bench-tail.sh and churn-tail.sh always did (they call it too). Go sizes
+# GOMAXPROCS from that affinity (1 on a 2-CPU box). An unpinned client also runs threads on the server's
+# CPU, where the server at real-time priority preempts them whenever it works; on this VM that added
+# 38-55 µs to a 16-client open-loop p50 and multiplied the p99s (docs/PERFORMANCE.md "Nineteenth session").
+# The client runs at SCHED_OTHER, not real-time: an open-loop client spinning before each send
+# (`--spin-tail`) at 7–8 k decisions/s keeps its CPU 100 % busy, and the kernel's real-time throttling
+# (sched_rt_runtime_us: 950 ms per 1-s period) then stopped it ~50 ms once a second — a 16-client
+# open-loop p99 of 28 ms that was the generator's, not the store's (docs/PERFORMANCE.md "Twenty-fifth
+# session"). CLIENT_PIN=rt keeps the SCHED_FIFO 5 client of the nineteenth to twenty-fourth sessions (to
+# reproduce their figures); CLIENT_PIN=0 leaves it unpinned, as before them. box-gauge.sh keeps its own
+# fixed pin: a gauge, not a benchmark.
 own_client_pin() {
   CPIN=()
-  if ((own_rt)) && [[ ${CLIENT_PIN:-1} != 0 ]]; then CPIN=(taskset -c "$own_rest" chrt -f 5); fi
+  ((own_rt)) || return 0
+  case ${CLIENT_PIN:-1} in
+    0) ;;
+    rt) CPIN=(taskset -c "$own_rest" chrt -f 5) ;;
+    *) CPIN=(taskset -c "$own_rest" nice -n -10) ;;
+  esac
 }
 
 # own_cleanup shuts the server down and removes own_dir; a script with more to clean calls it from its own
