@@ -1708,9 +1708,22 @@ local function lx_added(expiry)
   local m = MEMO.lx[K_LX]
   if m and expiry < m then MEMO.lx[K_LX] = expiry end
 end
+-- release_listed ends the leases of request ids (a route's coalesced `done`s, route.lua RELS) as lease.lua's
+-- 'done' does at now: memory.go releaseListed. An id with no lease is skipped.
+local function release_listed(ids, now)
+  for _, id in ipairs(ids) do
+    local lp = redis.call('HGET', K_LS, id)
+    if lp then end_lease(id, cmsgpack.unpack(lp), now) end
+  end
+end
 -- release_expired releases every lease whose expiry is at or before now (ms; nows: the same as the
--- caller's ARGV string when it has one, so Redis need not format the number).
-local function release_expired(now, nows)
+-- caller's ARGV string when it has one, so Redis need not format the number), then, when ids is given,
+-- the leases it lists (release_listed: one upvalue for route.lua's module, which is at Lua 5.1's limit).
+local function release_expired(now, nows, ids)
+  if ids then
+    release_expired(now, nows)
+    return release_listed(ids, now)
+  end
   local m = MEMO.lx[K_LX]
   if m and now < m then return end
   local ids = redis.call('ZRANGEBYSCORE', K_LX, '-inf', nows or now)

@@ -16,7 +16,10 @@
 --       minPrefill, tokens (the head reply's). Route: [T] the full-scan bound S, ranks: a roster of at most
 --       S candidates is decided by the full scan even where choose_fast may decide ('' or absent: 0, the
 --       fast path whenever it qualifies). Both decide identically (each is exact); S only picks the cheaper
---       in Redis CPU (statestore.fullScanMaxRanks says why 64).
+--       in Redis CPU (statestore.fullScanMaxRanks says why 64). Then [T+1] release count R ('' or absent:
+--       0) and [T+2..T+1+R] request ids whose leases this call ends as lease.lua's 'done' would at now,
+--       right after the expired ones (prepare; statestore.RouteRequest.Releases: the `done`s a router
+--       coalesced onto its next route), whenever validate_route passes.
 -- Paged explain (statestore/redis_explain.go assembles it; SPEC §8: every call bounded): 'explain' on a
 -- roster of at most P candidates is the one-call explain (one atomic snapshot). On a larger roster it is
 -- the head: route's own decision path (choose_fast at temperature 0; prepare, releases and the session
@@ -122,6 +125,7 @@ local COSTS, CIDX, TIES -- evaluate: eligible costs and their candidates (softma
 local NONE = {}
 local CCOST, CCRED      -- evaluate (explain, softmax): every candidate's cost and credit
 local PSIZE, PG         -- explain: page size (nil: none); explain_page: the page {a, b (roster indices), min (minPrefill)}
+local RELS              -- route: the request ids whose leases prepare ends (ARGV after SCAN_MAX; nil: none)
 local SCAN_MAX          -- route: the full-scan bound S in ranks (ARGV [T]; 0 in every other mode)
 
 -- SEQ_MT: SEQ[i] = the SEQ_LEN-byte hash at query position i (0-based), sliced on first use: the jump
@@ -145,8 +149,11 @@ local function read_request(ARGV)
   SEQ, ER, SH = SEQT, ERT, SHT
   local at = 10   -- the allowed count (after the packed overrides); the paging arguments follow the excluded ids
   local t = at + 2 + tonumber(ARGV[at]) + tonumber(ARGV[at + 1 + tonumber(ARGV[at])])
-  PSIZE, PG, SCAN_MAX = nil, nil, 0
-  if mode == 'route' then SCAN_MAX = tonumber(ARGV[t] or '') or 0
+  PSIZE, PG, SCAN_MAX, RELS = nil, nil, 0, nil
+  if mode == 'route' then
+    SCAN_MAX = tonumber(ARGV[t] or '') or 0
+    local r = tonumber(ARGV[t + 1] or '') or 0
+    if r > 0 then RELS = {unpack(ARGV, t + 2, t + 1 + r)} end
   elseif mode == 'explain' then PSIZE = tonumber(ARGV[t] or '')
   elseif mode == 'explain_page' then PG = {a = tonumber(ARGV[t]), b = tonumber(ARGV[t + 1]), min = tonumber(ARGV[t + 2])} end
 end
@@ -178,7 +185,7 @@ end
 local function prepare()
   local refusal = validate_route()
   if refusal then return refusal end
-  release_expired(now, nows)
+  release_expired(now, nows, RELS)
   -- Six keys that are usually absent (dead slots to reclaim, soft entries, idle sessions, orphan and
   -- non-device counts, unhealthy workers): one EXISTS instead of a probe of each. Nothing this call does
   -- before its booking (the last step) writes any of them, and release_expired, which may add idle

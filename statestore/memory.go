@@ -525,6 +525,17 @@ func (p *memPool) releaseExpired(now int64) {
 	}
 }
 
+// releaseListed ends the leases ids name, as Done at now does after releaseExpired (RouteRequest.Releases;
+// lib.lua release_expired's listed ids); an id with no lease is skipped.
+func (p *memPool) releaseListed(ids []string, now int64) {
+	for _, id := range ids {
+		if l := p.leases[id]; l != nil {
+			heap.Remove(&p.byExpiry, l.heapIdx)
+			p.endLease(l, now)
+		}
+	}
+}
+
 // endLease releases a lease's remaining load and its session hold at time t.
 func (p *memPool) endLease(l *memLease, t int64) {
 	l.rank.load.PrefillTokens -= l.prefill

@@ -35,6 +35,14 @@ func validateRoute(req *RouteRequest, cfg PoolConfig) error {
 			return err
 		}
 	}
+	if len(req.Releases) > MaxRouteReleases {
+		return fmt.Errorf("%w: %d releases in one route (at most %d)", ErrInvalid, len(req.Releases), MaxRouteReleases)
+	}
+	for i, id := range req.Releases {
+		if err := CheckID(fmt.Sprintf("releases[%d]", i), id); err != nil {
+			return err
+		}
+	}
 	if math.IsNaN(req.Random) || req.Random < 0 || req.Random >= 1 {
 		return fmt.Errorf("%w: random must be in [0,1), got %v", ErrInvalid, req.Random)
 	}
@@ -308,6 +316,7 @@ func (p *memPool) prepare(req *RouteRequest) error {
 		return err
 	}
 	p.releaseExpired(req.NowMs)
+	p.releaseListed(req.Releases, req.NowMs)
 	p.reclaim(req.NowMs)
 	p.sweepSessions(req.NowMs)
 	return nil
@@ -398,6 +407,7 @@ func (m *Memory) Explain(_ context.Context, req RouteRequest) (Explanation, erro
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	req.Releases = nil // a route's only (route.lua reads them in 'route' mode alone)
 	if err := p.prepare(&req); err != nil {
 		return Explanation{}, err
 	}

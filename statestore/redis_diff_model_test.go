@@ -173,6 +173,7 @@ type diffCoverage struct {
 	WorkersCompared int // workers listings compared after a changing step
 	Explains        int // explains compared
 	PagedExplains   int // Redis explains read in more than one page (seeds with a small page size)
+	RouteReleases   int // lease ids carried by routes (RouteRequest.Releases)
 }
 
 // seqOf returns the sequence hash of a block with local hash l continuing parent (or the root).

@@ -73,6 +73,7 @@ func joinLines(l []string) string {
 // gen is the random scenario generator.
 type gen struct {
 	r       *rand.Rand
+	rel     *rand.Rand // the coalesced releases' own draws (RouteRequest.Releases), so r's stream stays as it was
 	now     int64
 	bs      int
 	docs    [][]uint64 // local hashes of shared "documents"
@@ -93,7 +94,7 @@ type gen struct {
 type batchCounts struct{ stored, leaf, inner, clears int }
 
 func newGen(seed uint64) *gen {
-	g := &gen{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), bs: 4, poolBS: map[string]int{},
+	g := &gen{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), rel: rand.New(rand.NewPCG(seed, 0x5e1ea5e)), bs: 4, poolBS: map[string]int{},
 		reg: map[string]map[string]*mWorker{}}
 	for i := 0; i < 6; i++ {
 		n := 10 + g.r.IntN(120)
@@ -481,6 +482,17 @@ func runDiff(t *testing.T, d *differ, g *gen, steps int) {
 					}
 				}
 			} else {
+				// Coalesced dones (RouteRequest.Releases): earlier requests' leases, held or not, an id
+				// twice, an unknown one; both stores end them before deciding (and only if it validates).
+				if g.rel.IntN(4) == 0 && len(g.reqs) > 0 {
+					for range 1 + g.rel.IntN(4) {
+						req.Releases = append(req.Releases, g.reqs[g.rel.IntN(len(g.reqs))])
+					}
+					if g.rel.IntN(6) == 0 {
+						req.Releases = append(req.Releases, req.Releases[0], "ghost")
+					}
+					g.cov.RouteReleases += len(req.Releases)
+				}
 				g.reqs = append(g.reqs, req.RequestID)
 				v, err := d.check("route", func(s statestore.Store) (any, error) { return s.Route(ctx, req) })
 				if err == nil {
@@ -705,6 +717,7 @@ func assertCoverage(t *testing.T, c diffCoverage, steps int) {
 		{"host-tier matches", c.HostMatched, at(100)},
 		{"disk-tier matches", c.DiskMatched, at(80)},
 		{"workers listings compared", c.WorkersCompared, at(2000)},
+		{"coalesced releases carried by routes", c.RouteReleases, at(300)},
 	}
 	for _, a := range atLeast {
 		if a.got < a.min {

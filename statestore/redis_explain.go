@@ -39,6 +39,7 @@ func (r *Redis) Explain(ctx context.Context, req RouteRequest) (Explanation, err
 	if err := CheckID("pool", req.Pool); err != nil {
 		return Explanation{}, unknownPool(req.Pool)
 	}
+	req.Releases = nil // a route's only, as the memory store's Explain
 	if err := r.preValidate(ctx, &req); err != nil {
 		return Explanation{}, err
 	}

@@ -96,7 +96,11 @@ func (r *Redis) Route(ctx context.Context, req RouteRequest) (Decision, error) {
 	if err := r.preValidate(ctx, &req); err != nil {
 		return Decision{}, err
 	}
-	arr, err := r.exec(ctx, luascripts.Route, req.Pool, append(routeArgs("route", &req), istr(int64(fullScanMaxRanks))))
+	args := append(routeArgs("route", &req), istr(int64(fullScanMaxRanks)))
+	if len(req.Releases) > 0 {
+		args = append(append(args, strconv.Itoa(len(req.Releases))), req.Releases...)
+	}
+	arr, err := r.exec(ctx, luascripts.Route, req.Pool, args)
 	if err != nil {
 		return Decision{}, err
 	}

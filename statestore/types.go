@@ -275,7 +275,19 @@ type RouteRequest struct {
 	// Random is the caller's uniform random number in [0,1): tie-break and softmax sampling.
 	Random float64
 	NowMs  int64
+	// Releases are request ids of this pool's leases to end in this call, exactly as Done at NowMs would
+	// (after the expired leases are released, before the lease-conflict check and the decision): a router
+	// carries the `done`s of requests that finished since its last route on the same pool instead of one
+	// call each (core's release coalescing, Options.ReleaseDelay). They are applied whenever the request
+	// passes validation, whatever the decision (noelig and conflict too), and never when it does not; an
+	// id with no lease is skipped. Done is idempotent, so a caller that cannot tell (any error) sends
+	// them again with Done. At most MaxRouteReleases; the one-call explain and Overlap ignore them.
+	Releases []string
 }
+
+// MaxRouteReleases bounds RouteRequest.Releases: each costs a route call ~5 Redis commands, so the call
+// stays bounded (SPEC §8) whatever a router has queued.
+const MaxRouteReleases = 64
 
 // Decision is the outcome of Route.
 type Decision struct {
