@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	mrand "math/rand/v2"
 	"sync"
 	"time"
@@ -28,12 +29,30 @@ type Options struct {
 	// PoolCacheTTL is how long a pool's block size and prompt limit are cached per router (they are
 	// configuration, not routing state). Default 5 s; negative disables the cache.
 	PoolCacheTTL time.Duration
+	// ReleaseDelay is how long a finished request's done (Release) may wait for this router's next route
+	// of its pool to carry it (releases.go: release coalescing) before it is sent alone. 0, the default
+	// here, sends each at once; the HTTP server's default is DefaultReleaseDelay. At most MaxReleaseDelay.
+	ReleaseDelay time.Duration
+	// StoreTimeout bounds each done the router sends in the background (coalesced ones). Default 5 s.
+	StoreTimeout time.Duration
+	// Logger receives the background dones' failures. Default slog.Default().
+	Logger *slog.Logger
 }
 
-// Router is safe for concurrent use. It holds no routing state: only a short cache of pool configs.
+// DefaultReleaseDelay is the HTTP server's --release-delay: long enough that a loaded router's next
+// route (every 0.1–1 ms at 1–10 k decisions/s) carries nearly every done, short against a request's
+// seconds, so the load a pending release still shows to other routers' decisions is negligible.
+const DefaultReleaseDelay = 5 * time.Millisecond
+
+// MaxReleaseDelay bounds Options.ReleaseDelay: a pending release is load that other routers still count.
+const MaxReleaseDelay = time.Second
+
+// Router is safe for concurrent use. It holds no routing state: a short cache of pool configs and, with
+// ReleaseDelay, finished requests' dones for at most that long.
 type Router struct {
 	store statestore.Store
 	opts  Options
+	rel   *ReleaseQueue // nil: ReleaseDelay 0
 
 	mu    sync.Mutex
 	pools map[string]cachedPool
@@ -55,7 +74,17 @@ func New(store statestore.Store, opts Options) *Router {
 	if opts.PoolCacheTTL == 0 {
 		opts.PoolCacheTTL = 5 * time.Second
 	}
-	return &Router{store: store, opts: opts, pools: map[string]cachedPool{}}
+	if opts.StoreTimeout <= 0 {
+		opts.StoreTimeout = 5 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	r := &Router{store: store, opts: opts, pools: map[string]cachedPool{}}
+	if opts.ReleaseDelay > 0 {
+		r.rel = NewReleaseQueue(store, opts.ReleaseDelay, opts.StoreTimeout, opts.Now, opts.Logger)
+	}
+	return r
 }
 
 // Store returns the router's state store.
@@ -145,7 +174,13 @@ func (r *Router) Route(ctx context.Context, in RouteInput) (statestore.Decision,
 	if err != nil {
 		return statestore.Decision{RequestID: in.RequestID}, err
 	}
+	if r.rel != nil {
+		req.Releases = r.rel.Take(req.Pool)
+	}
 	d, err := r.store.Route(ctx, req)
+	if r.rel != nil {
+		r.rel.Settle(req.Pool, req.Releases, err)
+	}
 	if err != nil {
 		d.RequestID = in.RequestID
 	}
@@ -174,6 +209,29 @@ func (r *Router) PrefillDone(ctx context.Context, pool, id string) (bool, error)
 // Done ends a request (idempotent); pool "" searches all pools.
 func (r *Router) Done(ctx context.Context, pool, id string) (bool, error) {
 	return r.store.Done(ctx, pool, id, r.opts.Now())
+}
+
+// Release ends a finished request's lease as Done does, but in the background: with ReleaseDelay it waits
+// up to that long for the router's next route of the pool to carry it (releases.go), else it is sent at
+// once; a failure is logged (the lease's TTL then ends it). The gateway's done.
+func (r *Router) Release(pool, id string) {
+	pool = poolName(pool)
+	if r.rel != nil {
+		r.rel.Add(pool, id)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), r.opts.StoreTimeout)
+	defer cancel()
+	if _, err := r.store.Done(ctx, pool, id, r.opts.Now()); err != nil {
+		r.opts.Logger.Warn("router: done failed; the lease TTL will release the load", "pool", pool, "request_id", id, "err", err)
+	}
+}
+
+// FlushReleases sends every pending release now and returns once they are sent (shutdown).
+func (r *Router) FlushReleases() {
+	if r.rel != nil {
+		r.rel.Flush("")
+	}
 }
 
 // ReportForward records a forward's outcome for the worker's shared health (SPEC §7.2).
@@ -207,13 +265,24 @@ func (r *Router) RemoveWorker(ctx context.Context, pool, id string) error {
 }
 
 // Workers lists all of a pool's workers (page after page: each store call bounded).
+// The router's own pending releases are sent first, so its listings show the loads it released.
 func (r *Router) Workers(ctx context.Context, pool string) ([]statestore.WorkerInfo, error) {
+	r.flushPool(poolName(pool))
 	return r.store.Workers(ctx, poolName(pool), r.opts.Now())
 }
 
-// ListWorkers returns one page of a pool's workers (GET /v1/workers).
+// ListWorkers returns one page of a pool's workers (GET /v1/workers), after the router's pending releases
+// of the pool (as Workers).
 func (r *Router) ListWorkers(ctx context.Context, pool string, q statestore.WorkersQuery) (statestore.WorkerPage, error) {
+	r.flushPool(poolName(pool))
 	return r.store.ListWorkers(ctx, poolName(pool), q, r.opts.Now())
+}
+
+// flushPool sends pool's pending releases now (a read of its loads follows).
+func (r *Router) flushPool(pool string) {
+	if r.rel != nil {
+		r.rel.Flush(pool)
+	}
 }
 
 // EventError is a JSON event that could not be converted; the rest of the input is still applied.

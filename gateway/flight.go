@@ -140,11 +140,7 @@ func (f *flight) release() {
 	}
 	id := f.dec.RequestID
 	f.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), f.g.opts.StoreTimeout)
-	defer cancel()
-	if _, err := f.g.rt.Done(ctx, f.pool, id); err != nil {
-		f.g.log.Warn("gateway: done failed; the lease TTL will release the load", "pool", f.pool, "request_id", id, "err", err)
-	}
+	f.g.rt.Release(f.pool, id) // coalesced onto the router's next route of the pool (core.Options.ReleaseDelay)
 }
 
 // report records the forward's outcome in the shared worker health (SPEC §7.2). Successes are reported

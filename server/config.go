@@ -74,6 +74,11 @@ type Config struct {
 	// pool, the first in id order; pool-level sums (kvrouter_pool_*) always cover every worker.
 	// Default 256 (api.DefaultMetricsMaxWorkers), 0 = no per-worker series, at most 4096.
 	MetricsMaxWorkers int `yaml:"metrics_max_workers"`
+	// ReleaseDelay is how long the gateway's done of a finished request may wait for this router's next
+	// route of its pool to carry it (core.Options.ReleaseDelay, release coalescing: under load one store
+	// call per decision instead of two). Default 5 ms (core.DefaultReleaseDelay), 0 = every done sent at
+	// once, at most 1 s. The HTTP API's own POST /v1/done is never delayed.
+	ReleaseDelay time.Duration `yaml:"release_delay"`
 	// Access: tokens, the non-loopback rule and the metrics address (SPEC §7.3).
 	Access `yaml:",inline"`
 	// RecoverInterval is how often the router checks that its configured pools (and its --engine
@@ -110,7 +115,7 @@ func DefaultConfig() Config {
 		ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout, IdleTimeout: o.IdleTimeout,
 		ShutdownTimeout: o.ShutdownTimeout, StoreTimeout: 5 * time.Second, RecoverInterval: DefaultRecoverInterval,
 		MaxPools: statestore.DefaultMaxPools, MaxWorkers: statestore.MaxWorkersPerPool,
-		MetricsMaxWorkers: api.DefaultMetricsMaxWorkers, LogLevel: "info", LogFormat: "text",
+		MetricsMaxWorkers: api.DefaultMetricsMaxWorkers, ReleaseDelay: core.DefaultReleaseDelay, LogLevel: "info", LogFormat: "text",
 		ProxyRetries: g.Retries, ProxyIdleTimeout: g.IdleTimeout, ProxyConnectTimeout: g.ConnectTimeout,
 		ProxyMaxConnsPerWorker: g.MaxConnsPerWorker}
 }
@@ -170,6 +175,9 @@ func (c Config) Validate() error {
 	}
 	if c.MetricsMaxWorkers < 0 || c.MetricsMaxWorkers > statestore.MaxWorkersPerPool {
 		return fmt.Errorf("metrics-max-workers must be in [0, %d], got %d", statestore.MaxWorkersPerPool, c.MetricsMaxWorkers)
+	}
+	if c.ReleaseDelay < 0 || c.ReleaseDelay > core.MaxReleaseDelay {
+		return fmt.Errorf("release-delay must be in [0, %s], got %s", core.MaxReleaseDelay, c.ReleaseDelay)
 	}
 	if _, err := ParseLogLevel(c.LogLevel); err != nil {
 		return err

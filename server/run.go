@@ -64,7 +64,7 @@ func Run(ctx context.Context, cfg Config) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := api.NewMetrics(reg)
 	st = api.InstrumentStore(st, metrics)
-	rt := core.New(st, core.Options{})
+	rt := core.New(st, core.Options{ReleaseDelay: cfg.ReleaseDelay, StoreTimeout: cfg.StoreTimeout, Logger: logger})
 	reg.MustRegister(api.NewWorkerCollector(rt, cfg.StoreTimeout, cfg.MetricsMaxWorkers))
 
 	// The pools are declared before serving. A store unavailable at startup (Redis restarting, a failover,
@@ -160,6 +160,7 @@ func Run(ctx context.Context, cfg Config) error {
 		cfg.OnListening(ln.Addr())
 	}
 	err = srv.Serve(ctx, ln)
+	rt.FlushReleases() // the drained requests' coalesced dones, before the store closes
 	logger.Info("stopped", "err", err)
 	return err
 }

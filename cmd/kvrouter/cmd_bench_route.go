@@ -20,9 +20,13 @@ func init() {
 	benchCommands["route"] = command{name: "route", summary: "routing decisions: decisions/s, p50/p99/max µs (closed and open loop), Redis CPU per decision", run: runBenchRoute}
 }
 
+// newBenchReleaser builds `--release-delay`'s bench.Releaser (cmd_bench_release.go; nil in a build whose
+// store has no RouteRequest.Releases, e.g. an older revision bench-compare.sh -g grafted this file onto).
+var newBenchReleaser func(st statestore.Store, delay time.Duration) bench.Releaser
+
 func runBenchRoute(ctx context.Context, args []string) error {
 	fs := newFlagSet("bench route", "bench route [--store memory,redis://…] [--workers 16,64,…] [--prompt 64,512,…] [--blocks M] [--sharing K]\n"+
-		"                   [--clients 1,16] [--duration D | --routes N] [--rate R|half [--senders S] [--spin-tail D]] [--repeat N] [--no-done]\n"+
+		"                   [--clients 1,16] [--duration D | --routes N] [--rate R|half [--senders S] [--spin-tail D]] [--repeat N] [--no-done | --release-delay D]\n"+
 		"                   [--slowlog-us US] [--prefix P] [--route-script LIB.lua:ROUTE.lua,...]\n\n"+
 		"One run per (workers, prompt, store, clients) combination, each repeated --repeat times; JSON on stdout\n"+
 		"(every run and the median/min/max summaries), a text table on stderr. Redis figures are INFO deltas over\n"+
@@ -41,6 +45,7 @@ func runBenchRoute(ctx context.Context, args []string) error {
 	spinTail := spinTailFlag(fs)
 	promptPool := fs.Int("prompt-pool", 1024, "prompts hashed before the runs; decisions draw from them (client work outside the timed window)")
 	noDone := fs.Bool("no-done", false, "do not call done after each decision (loads grow through the run)")
+	releaseDelay := fs.Duration("release-delay", 0, "carry each decision's done as the router does (`serve --release-delay`: on the next route of the pool, or alone after this long); 0 = each done its own call right after the decision")
 	repeat := fs.Int("repeat", 3, "runs per combination (median, min, max reported)")
 	calibrate := fs.Int("calibrate", 1000, "sequential decisions, then done calls, per repeat to split Redis CPU between route and done (Redis only); 0 = skip")
 	slowlogUs := fs.Int64("slowlog-us", 0, "set slowlog-log-slower-than to this many µs for the run and restore it after (only with this flag is the server's config changed); 0 = leave it")
@@ -54,6 +59,13 @@ func runBenchRoute(ctx context.Context, args []string) error {
 		Repeat: *repeat, Senders: *senders, SpinTail: *spinTail, PromptPool: *promptPool, Calibrate: *calibrate, PredictedTTLMs: predTTL.Milliseconds(), Log: os.Stderr}
 	if *calibrate == 0 {
 		o.Calibrate = -1
+	}
+	if *releaseDelay > 0 {
+		if newBenchReleaser == nil {
+			return fmt.Errorf("--release-delay: this build's store cannot carry dones on routes")
+		}
+		o.NewReleaser = func(st statestore.Store) bench.Releaser { return newBenchReleaser(st, *releaseDelay) }
+		o.ReleaseDelayMs = float64(releaseDelay.Microseconds()) / 1e3
 	}
 	var err error
 	if o.Workers, err = parseCounts("workers", *workersFlag); err != nil {

@@ -60,6 +60,7 @@ func serveConfig(args []string) (server.Config, error) {
 	idleTimeout := fs.Duration("idle-timeout", def.IdleTimeout, "idle keep-alive connection lifetime")
 	shutdownTimeout := fs.Duration("shutdown-timeout", def.ShutdownTimeout, "drain time for in-flight requests on SIGTERM/SIGINT")
 	storeTimeout := fs.Duration("store-timeout", def.StoreTimeout, "bound on one request's state-store work")
+	releaseDelay := fs.Duration("release-delay", def.ReleaseDelay, "how long the gateway's done of a finished request may wait to ride on this router's next route of its pool (one store call per decision instead of two under load); 0 = send each at once, at most 1s")
 	tokPath := fs.String("tokenizer", "", "Hugging Face tokenizer.json (or tiktoken file) to tokenize \"prompt\" text; empty = token ids only")
 	otlp := fs.String("otlp-endpoint", "", "OTLP/HTTP trace collector (host:port or URL); empty = tracing off")
 	logLevel := fs.String("log-level", def.LogLevel, "debug, info, warn or error (debug logs every decision)")
@@ -100,7 +101,7 @@ func serveConfig(args []string) (server.Config, error) {
 		"max-body-bytes": func() { cfg.MaxBodyBytes = *maxBody }, "max-events": func() { cfg.MaxEvents = *maxEvents },
 		"read-timeout": func() { cfg.ReadTimeout = *readTimeout }, "write-timeout": func() { cfg.WriteTimeout = *writeTimeout },
 		"idle-timeout": func() { cfg.IdleTimeout = *idleTimeout }, "shutdown-timeout": func() { cfg.ShutdownTimeout = *shutdownTimeout },
-		"store-timeout": func() { cfg.StoreTimeout = *storeTimeout }, "tokenizer": func() { cfg.Tokenizer = *tokPath },
+		"store-timeout": func() { cfg.StoreTimeout = *storeTimeout }, "release-delay": func() { cfg.ReleaseDelay = *releaseDelay }, "tokenizer": func() { cfg.Tokenizer = *tokPath },
 		"otlp-endpoint": func() { cfg.OTLPEndpoint = *otlp }, "log-level": func() { cfg.LogLevel = *logLevel },
 		"log-format": func() { cfg.LogFormat = *logFormat }, "engine": func() { cfg.Engines = engines },
 		"pool":      func() { cfg.EnginePool = *pool },

@@ -52,6 +52,11 @@ type RouteOptions struct {
 	RateHalf bool
 	// NoDone skips the `done` after each decision (loads then grow through the run).
 	NoDone bool
+	// NewReleaser, when set, gives each run the way its decisions' dones travel (a Releaser: the router's
+	// release coalescing, `--release-delay`); nil = each done is its own store call right after the
+	// decision. ReleaseDelayMs is reported with the results.
+	NewReleaser    func(statestore.Store) Releaser
+	ReleaseDelayMs float64
 	// Repeat is the runs per combination (median, min, max are reported). Default 3.
 	Repeat int
 	// Calibrate is the decisions, then `done` calls, of the calibration phase before each closed-loop
@@ -65,6 +70,17 @@ type RouteOptions struct {
 	PredictedTTLMs int64
 	// Log receives a text table of the summaries (nil = none).
 	Log io.Writer
+}
+
+// Releaser carries a run's dones as a router does (core.ReleaseQueue; cmd builds it, so this package
+// needs nothing the stores of older builds lack — scripts/bench-compare.sh -g grafts it onto them).
+type Releaser interface {
+	// Route makes one decision, carrying the releases pending in its pool.
+	Route(ctx context.Context, st statestore.Store, req statestore.RouteRequest) (statestore.Decision, error)
+	// Release queues a decided request's done.
+	Release(pool, id string)
+	// Flush sends what is still pending (a run's end: its dones belong to its measurement).
+	Flush()
 }
 
 // RouteVariant is one store to time: the embedded route script, or a variant of it (Redis).
@@ -215,6 +231,7 @@ type RouteReport struct {
 	IndexedBlocks  int                `json:"indexed_blocks"`
 	Sharing        int                `json:"sharing"`
 	Done           bool               `json:"done_after_each_decision"`
+	ReleaseDelayMs float64            `json:"release_delay_ms,omitempty"`
 	Repeat         int                `json:"repeat"`
 	PredictedTTLMs int64              `json:"predicted_ttl_ms"`
 	Indexes        []RouteIndex       `json:"indexes"`
@@ -255,7 +272,7 @@ func (o *RouteOptions) defaults() error {
 // synthetic index (untimed), hashes the prompts (untimed), then runs Repeat repeats of: a calibration
 // (server stores), and per variant and client count a closed-loop run and, if asked, an open-loop run.
 func RunRoute(ctx context.Context, targets []RouteTarget, o RouteOptions) (RouteReport, error) {
-	rep := RouteReport{Bench: "route", IndexedBlocks: o.Blocks, Done: !o.NoDone, PredictedTTLMs: o.PredictedTTLMs}
+	rep := RouteReport{Bench: "route", IndexedBlocks: o.Blocks, Done: !o.NoDone, PredictedTTLMs: o.PredictedTTLMs, ReleaseDelayMs: o.ReleaseDelayMs}
 	if len(targets) == 0 {
 		return rep, errors.New("no store to benchmark")
 	}
@@ -336,7 +353,7 @@ func routeCombination(ctx context.Context, t RouteTarget, workers, prompt int, o
 				run := base
 				run.Clients, run.Mode = clients, "closed"
 				spec := loadSpec{Senders: clients, Duration: o.Duration, Calls: o.Routes * clients}
-				if err := routeRun(ctx, v.Store, b.Pool, prompts, spec, !o.NoDone, doneUs, &run); err != nil {
+				if err := routeRun(ctx, v.Store, b.Pool, prompts, spec, !o.NoDone, o.releaser(v.Store), doneUs, &run); err != nil {
 					return err
 				}
 				rep.Runs = append(rep.Runs, run)
@@ -354,7 +371,7 @@ func routeCombination(ctx context.Context, t RouteTarget, workers, prompt int, o
 					spec.SpinTail = o.SpinTail // an embedded store's own CPU would feed the spinning (DefaultSpinTail)
 				}
 				open.SpinTailUs = float64(spec.SpinTail) / 1e3
-				if err := routeRun(ctx, v.Store, b.Pool, prompts, spec, !o.NoDone, doneUs, &open); err != nil {
+				if err := routeRun(ctx, v.Store, b.Pool, prompts, spec, !o.NoDone, o.releaser(v.Store), doneUs, &open); err != nil {
 					return err
 				}
 				rep.Runs = append(rep.Runs, open)
@@ -413,8 +430,16 @@ func (b *SyntheticIndex) Prompts(promptBlocks, n int) ([]benchPrompt, float64) {
 // runSeq numbers runs, so request ids never repeat within a process.
 var runSeq atomic.Int64
 
-// routeRun makes one run and fills run's measurements.
-func routeRun(ctx context.Context, st statestore.Store, pool string, prompts []benchPrompt, spec loadSpec, done bool, doneUs float64, run *RouteRun) error {
+// releaser returns a run's Releaser (nil: direct dones).
+func (o *RouteOptions) releaser(st statestore.Store) Releaser {
+	if o.NewReleaser == nil || o.NoDone {
+		return nil
+	}
+	return o.NewReleaser(st)
+}
+
+// routeRun makes one run and fills run's measurements. rel, when not nil, carries the dones (Releaser).
+func routeRun(ctx context.Context, st statestore.Store, pool string, prompts []benchPrompt, spec loadSpec, done bool, rel Releaser, doneUs float64, run *RouteRun) error {
 	seq := runSeq.Add(1)
 	idPrefix := fmt.Sprintf("r%d-%d-", seq, time.Now().UnixNano())
 	rngs := make([]*rand.Rand, max(spec.Senders, 1))
@@ -436,10 +461,19 @@ func routeRun(ctx context.Context, st statestore.Store, pool string, prompts []b
 		id := idPrefix + strconv.Itoa(i)
 		req := statestore.RouteRequest{Pool: pool, RequestID: id, SeqHashes: p.seq, ISL: p.isl, Random: rngs[s].Float64(), NowMs: time.Now().UnixMilli()}
 		t0 := time.Now()
-		_, err := st.Route(ctx, req)
+		var err error
+		if rel != nil {
+			_, err = rel.Route(ctx, st, req)
+		} else {
+			_, err = st.Route(ctx, req)
+		}
 		t1 := time.Now()
 		noteSlow("route", t0, t1)
-		if err == nil && done {
+		switch {
+		case err != nil || !done:
+		case rel != nil:
+			rel.Release(pool, id)
+		default:
 			_, err = st.Done(ctx, pool, id, t1.UnixMilli())
 			noteSlow("done", t1, time.Now())
 		}
@@ -450,6 +484,9 @@ func routeRun(ctx context.Context, st statestore.Store, pool string, prompts []b
 		return err
 	}
 	lat, el, lag, svc, err := runLoad(ctx, openLoopClock(spec.SpinTail), spec, call)
+	if rel != nil {
+		rel.Flush() // the run's last dones, inside its measured phase
+	}
 	if err != nil {
 		return err
 	}
@@ -474,7 +511,7 @@ func routeRun(ctx context.Context, st statestore.Store, pool string, prompts []b
 	if server && n > 0 {
 		run.RedisCPUus = d.CPUSeconds * 1e6 / float64(n)
 		run.RedisCPUSysUs = d.CPUSysSeconds * 1e6 / float64(n)
-		if done {
+		if done && rel == nil { // (a carried done has no cost of its own to subtract)
 			run.RedisCPUusExclDone = run.RedisCPUus - doneUs
 		}
 		if run.RedisCPUus > 0 {

@@ -28,8 +28,12 @@ func writeTable(w io.Writer, header []string, rows [][]string) {
 
 // writeRouteTable prints the route summaries: median [min–max] over the repeats.
 func writeRouteTable(w io.Writer, rep RouteReport) {
-	fmt.Fprintf(w, "bench route: %d indexed entries, chains shared by %d workers, done after each decision: %v; median [min–max] of %d runs\n",
-		rep.IndexedBlocks, rep.Sharing, rep.Done, rep.Repeat)
+	carried := ""
+	if rep.ReleaseDelayMs > 0 {
+		carried = fmt.Sprintf(" (carried by the next route, release delay %g ms)", rep.ReleaseDelayMs)
+	}
+	fmt.Fprintf(w, "bench route: %d indexed entries, chains shared by %d workers, done after each decision: %v%s; median [min–max] of %d runs\n",
+		rep.IndexedBlocks, rep.Sharing, rep.Done, carried, rep.Repeat)
 	var rows [][]string
 	for _, s := range rep.Summaries {
 		name := s.Store
