@@ -161,6 +161,32 @@ func TestGatewayRedisTwoGateways(t *testing.T) {
 	b := startServe(t, "--store", r.URL(), "--config", cfg)
 	runGatewayScenario(t, []string{a.URL, b.URL}, engines)
 	t.Run("UnhealthyWorkerSkippedBySecondGateway", func(t *testing.T) { unhealthySkipped(t, a.URL, b.URL, engines) })
+	t.Run("DonesCarriedByRoutes", func(t *testing.T) { donesCarried(t, r.URL(), cfg) })
+}
+
+// donesCarried: a gateway with a long --release-delay, its requests sequential through the OpenAI client,
+// carries a finished request's done on its next route (the counter), and its own listing shows every load
+// released (the pending ones are sent before it reads). A second of delay leaves no doubt that a route
+// comes first, however slow the machine: 20 requests, one carried release is enough to pass.
+func donesCarried(t *testing.T, store, cfg string) {
+	g := startServe(t, "--store", store, "--config", cfg, "--release-delay", "1s")
+	c := gwClient(g.URL)
+	for i := range 20 {
+		_, err := c.Completions.New(context.Background(), openai.CompletionNewParams{
+			Model:     openai.CompletionNewParamsModel(gwModel),
+			Prompt:    openai.CompletionNewParamsPromptUnion{OfArrayOfTokens: []int64{int64(40000 + i), 1, 2, 3, 4, 5, 6, 7}},
+			MaxTokens: openai.Int(2),
+		})
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+	}
+	if n := metricValue(t, g.URL, "kvrouter_store_carried_releases_total"); n < 1 {
+		t.Fatalf("kvrouter_store_carried_releases_total = %v after 20 sequential requests with a 1 s release delay", n)
+	}
+	if held := loadsDescription(t, g.URL); held != "" {
+		t.Fatalf("the gateway's own listing right after its requests: %s (its pending releases must be sent first)", held)
+	}
 }
 
 // runGatewayScenario runs the gateway checks; with two gateways, turns alternate between them.

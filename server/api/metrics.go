@@ -23,6 +23,7 @@ type Metrics struct {
 	eventBlocks    *prometheus.CounterVec
 	storeTime      *prometheus.HistogramVec
 	storeErrors    *prometheus.CounterVec
+	carried        prometheus.Counter
 	httpRequests   *prometheus.CounterVec
 	httpTime       *prometheus.HistogramVec
 }
@@ -54,6 +55,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			[]string{"op"}),
 		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kvrouter_store_call_errors_total",
 			Help: "State-store calls that failed by operation and error code."}, []string{"op", "code"}),
+		carried: prometheus.NewCounter(prometheus.CounterOpts{Name: "kvrouter_store_carried_releases_total",
+			Help: "Dones carried by route calls (release coalescing, --release-delay) instead of a done call each; a done sent alone counts in kvrouter_store_call_duration_seconds{op=\"done\"}."}),
 		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kvrouter_http_requests_total",
 			Help: "API requests by endpoint template and status code."}, []string{"endpoint", "code"}),
 		httpTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "kvrouter_http_request_duration_seconds",
@@ -61,7 +64,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			[]string{"endpoint"}),
 	}
 	reg.MustRegister(m.decisions, m.decisionTime, m.overlapRatio, m.eventsReceived, m.eventsApplied, m.eventBlocks,
-		m.storeTime, m.storeErrors, m.httpRequests, m.httpTime)
+		m.storeTime, m.storeErrors, m.carried, m.httpRequests, m.httpTime)
 	return m
 }
 

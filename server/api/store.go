@@ -108,6 +108,9 @@ func (t *timedStore) Route(ctx context.Context, req statestore.RouteRequest) (st
 	start := time.Now()
 	d, err := t.s.Route(ctx, req)
 	t.done(ctx, "route", start, err)
+	if t.m != nil && len(req.Releases) > 0 {
+		t.m.carried.Add(float64(len(req.Releases))) // (a route put back after an error carries them again)
+	}
 	return d, err
 }
 
