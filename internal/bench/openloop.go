@@ -34,11 +34,15 @@ func (wallClock) SleepUntil(ctx context.Context, t time.Time) {
 }
 
 // DefaultSpinTail is the open-loop senders' default spin tail (spinTailClock) against a store on a server:
-// 100 µs, above the p50 of the timerfd's wake-up lag on the 2-core VM these benchmarks run on (32–57 µs,
-// docs/PERFORMANCE.md "Sixteenth session") and below the gap between one sender's calls at SPEC §9's
-// half-load rates. An embedded store gets none (RunRoute): its calls take microseconds at ~100 k/s, so
-// spinning senders would take the CPU from the very store they time (p50 32 → 584 µs when tried).
-const DefaultSpinTail = 100 * time.Microsecond
+// 50 µs, enough that the senders start on schedule (send lag p50 0–1 µs at 64 workers, 1 and 16 clients;
+// 25 µs left 9–10 µs of lag) and short enough not to delay the replies: with the client on one CPU (one
+// P: Go's runtime polls the network only when no goroutine is runnable, and a spinner always is) a reply
+// that arrives while senders spin is read when they stop, so a 100 µs tail (sessions 16–24) added ~40 µs
+// to every open-loop p50 — the service time, send to reply, fell 164 → 119 µs at 16 clients and 125 →
+// 84 at 1 for the same Redis CPU per decision (docs/PERFORMANCE.md "Twenty-fifth session"). An embedded
+// store gets none (RunRoute): its calls take microseconds at ~100 k/s, so spinning senders would take the
+// CPU from the very store they time (p50 32 → 584 µs when tried).
+const DefaultSpinTail = 50 * time.Microsecond
 
 // maxSpinners bounds the senders spinning at once (spinTailClock): the client CPU a run spends on
 // spinning is at most this many goroutines' turns, whatever the rate; a sender that reaches its tail

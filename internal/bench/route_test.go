@@ -126,7 +126,7 @@ func TestRouteRedisSmoke(t *testing.T) {
 		if r.RedisCPUus <= 0 || r.DecisionsPerCoreS <= 0 || r.Calls < 2 || r.Slowlog == nil || r.Variant == "" {
 			t.Errorf("run %+v: want Redis CPU, ≥ 2 calls per decision (route + done), a slowlog summary", r)
 		}
-		if want := map[bool]float64{true: 100}[r.Mode == "open"]; r.SpinTailUs != want {
+		if want := map[bool]float64{true: float64(DefaultSpinTail.Microseconds())}[r.Mode == "open"]; r.SpinTailUs != want {
 			t.Errorf("%s run: spin_tail_us %v, want %v", r.Mode, r.SpinTailUs, want)
 		}
 	}
