@@ -1717,12 +1717,12 @@ local function release_listed(ids, now)
   end
 end
 -- release_expired releases every lease whose expiry is at or before now (ms; nows: the same as the
--- caller's ARGV string when it has one, so Redis need not format the number), then, when ids is given,
--- the leases it lists (release_listed: one upvalue for route.lua's module, which is at Lua 5.1's limit).
-local function release_expired(now, nows, ids)
-  if ids then
+-- caller's ARGV string when it has one, so Redis need not format the number), then, when listed is given,
+-- the leases it names (release_listed: one upvalue for route.lua's module, which is at Lua 5.1's limit).
+local function release_expired(now, nows, listed)
+  if listed then
     release_expired(now, nows)
-    return release_listed(ids, now)
+    return release_listed(listed, now)
   end
   local m = MEMO.lx[K_LX]
   if m and now < m then return end

@@ -12,7 +12,7 @@
 # Per round: scripts/box-gauge.sh 7301 10 (OUTDIR/gauge-R.txt), route-pinned.sh on port 7331
 # (OUTDIR/pinned-R.{json,txt}), redis-floor.sh on port 7345 per client count (OUTDIR/floor-R-cN.txt); one
 # summary line per round and client count on stdout: kvrouter's p50/p99 and Redis CPU per decision, the
-# floor's p50s and Redis CPU per decision of its three runs. Every server is the scripts' own (started on
+# floor's p50s, p99s and Redis CPU per decision of its three runs. Every server is the scripts' own (started on
 # those ports, which must be free, and shut down after). Needs root for the pinning, as the scripts it runs.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -39,7 +39,8 @@ EOF
     OPENLOOP=$rate OPENLOOP_FLOORS=minbig OPENLOOP_FLAGS="--clients $c" scripts/redis-floor.sh 7345 20000 \
       >"$out/floor-$r-c$c.txt" 2>&1
     fp50=$(awk '/^floor +[0-9]+\/s run/ { printf "%s%s", sep, $6; sep="," }' "$out/floor-$r-c$c.txt")
+    fp99=$(awk '/^floor +[0-9]+\/s run/ { printf "%s%s", sep, $9; sep="," }' "$out/floor-$r-c$c.txt")
     fcpu=$(awk '/^floor +[0-9]+\/s run/ { for (i = 1; i < NF; i++) if ($i == "CPU") { printf "%s%s", sep, $(i + 1); sep="," } }' "$out/floor-$r-c$c.txt")
-    echo "round $r clients $c at $rate/s: kvrouter p50 $p50 µs p99 $p99 µs Redis CPU $cpu µs/decision; floor (minbig) p50 $fp50 µs, Redis CPU $fcpu µs/decision; $(grep -o '"ping_redis_cpu_us": [0-9.]*' "$out/gauge-$r.txt" || true)"
+    echo "round $r clients $c at $rate/s: kvrouter p50 $p50 µs p99 $p99 µs Redis CPU $cpu µs/decision; floor (minbig) p50 $fp50 µs p99 $fp99 µs, Redis CPU $fcpu µs/decision; $(grep -o '"ping_redis_cpu_us": [0-9.]*' "$out/gauge-$r.txt" || true)"
   done
 done
