@@ -127,7 +127,8 @@ func (f *flight) stopRenewal() {
 	f.leaseTTL = 0
 }
 
-// release ends the booking at once (done), so the load never waits for the lease TTL.
+// release ends the booking (done through core.Router.Release: carried by the router's next route of the
+// pool within --release-delay, or sent alone), so the load never waits for the lease TTL.
 func (f *flight) release() {
 	f.mu.Lock()
 	if f.released {
