@@ -41,6 +41,7 @@ func runBenchGateway(ctx context.Context, args []string) error {
 	duration := fs.Duration("duration", 5*time.Second, "length of each fixed-rate run (2 runs: non-streaming and streaming)")
 	satDuration := fs.Duration("saturation-duration", 3*time.Second, "length of each saturation run")
 	satClients := fs.Int("saturation-clients", 32, "closed-loop clients of the saturation runs")
+	releaseDelay := fs.Duration("release-delay", server.DefaultConfig().ReleaseDelay, "in-process gateway: its --release-delay (dones carried by its next route of the pool; 0 = each done at once)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -48,7 +49,7 @@ func runBenchGateway(ctx context.Context, args []string) error {
 		MaxTokens: *maxTokens, StreamTokens: *streamTokens, Rate: *rate, Duration: *duration,
 		SaturationDuration: *satDuration, SaturationClients: *satClients}
 	if o.Gateway == "" {
-		f, err := startGatewayFleet(ctx, *storeURL, *engines, *speedup, *itl)
+		f, err := startGatewayFleet(ctx, *storeURL, *engines, *speedup, *itl, *releaseDelay)
 		if err != nil {
 			return err
 		}
@@ -82,7 +83,7 @@ type gatewayFleet struct {
 // startGatewayFleet starts n mock engines (virtual time speedup×, streamed tokens at least itl apart in
 // wall-clock time) and a gateway over store, with a fresh pool and model name so a shared Redis is never
 // disturbed (the pool is left behind, with its workers).
-func startGatewayFleet(ctx context.Context, store string, n int, speedup float64, itl time.Duration) (*gatewayFleet, error) {
+func startGatewayFleet(ctx context.Context, store string, n int, speedup float64, itl, releaseDelay time.Duration) (*gatewayFleet, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("--engines %d: want >= 1", n)
 	}
@@ -110,6 +111,7 @@ func startGatewayFleet(ctx context.Context, store string, n int, speedup float64
 	}
 	cfg := server.DefaultConfig()
 	cfg.Addr, cfg.Store, cfg.LogLevel, cfg.LogOutput = "127.0.0.1:0", store, "error", io.Discard
+	cfg.ReleaseDelay = releaseDelay
 	cfg.Pools = map[string]map[string]any{tag: {"block_size": 16, "models": []string{f.model}}}
 	addrc := make(chan net.Addr, 1)
 	cfg.OnListening = func(a net.Addr) { addrc <- a }
