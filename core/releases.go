@@ -157,14 +157,18 @@ func (q *ReleaseQueue) Flush(pool string) {
 	}
 }
 
-// send ends each lease with Done. A failure is logged: the lease's TTL ends it then, as for any lost done.
+// send ends each lease with Done. The first failure drops the rest, logged once: their leases' TTL ends
+// them, as for any lost done — so a flush (a listing, shutdown) waits at most one store timeout while the
+// store is unreachable, and nothing retries in a loop.
 func (q *ReleaseQueue) send(pool string, ids []string) {
-	for _, id := range ids {
+	for i, id := range ids {
 		ctx, cancel := context.WithTimeout(context.Background(), q.timeout)
 		_, err := q.store.Done(ctx, pool, id, q.now())
 		cancel()
 		if err != nil {
-			q.log.Warn("router: coalesced done failed; the lease TTL will release the load", "pool", pool, "request_id", id, "err", err)
+			q.log.Warn("router: coalesced dones failed; the lease TTL will release their load", "pool", pool,
+				"request_id", id, "dropped", len(ids)-i, "err", err)
+			return
 		}
 	}
 }

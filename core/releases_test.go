@@ -21,6 +21,7 @@ type countingStore struct {
 	dones     []string
 	doneCh    chan string // each Done's id, when set
 	failRoute error
+	failDone  error // Done fails with it (after recording the call)
 }
 
 func (c *countingStore) Route(ctx context.Context, req statestore.RouteRequest) (statestore.Decision, error) {
@@ -37,10 +38,13 @@ func (c *countingStore) Route(ctx context.Context, req statestore.RouteRequest) 
 func (c *countingStore) Done(ctx context.Context, pool, id string, now int64) (bool, error) {
 	c.mu.Lock()
 	c.dones = append(c.dones, id)
-	ch := c.doneCh
+	ch, fail := c.doneCh, c.failDone
 	c.mu.Unlock()
 	if ch != nil {
 		ch <- id
+	}
+	if fail != nil {
+		return false, fail
 	}
 	return c.Store.Done(ctx, pool, id, now)
 }
@@ -236,5 +240,25 @@ func TestReleaseWithoutDelay(t *testing.T) {
 	}
 	if !slices.Equal(st.dones, []string{"r1"}) || ws[0].Ranks[0].ActiveRequests != 0 {
 		t.Fatalf("dones %v, held %d; want [r1] sent at once, 0", st.dones, ws[0].Ranks[0].ActiveRequests)
+	}
+}
+
+// TestReleaseStoreDown: with the store failing, a flush stops at the first failed done (one store timeout
+// at most, not one per pending release) and drops the rest to their leases' TTL; nothing is retried.
+func TestReleaseStoreDown(t *testing.T) {
+	f := newReleaseFixture(t)
+	for i := range 10 {
+		f.rt.Release("p", fmt.Sprintf("x%d", i))
+	}
+	f.st.failDone = fmt.Errorf("%w: test", statestore.ErrUnavailable)
+	if _, err := f.rt.Workers(context.Background(), "p"); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(f.st.dones, []string{"x0"}) {
+		t.Fatalf("dones tried %v, want only the first", f.st.dones)
+	}
+	f.rt.FlushReleases()
+	if len(f.st.dones) != 1 || len(f.rt.rel.pools) != 0 {
+		t.Fatalf("dones %v, queues %d: want the rest dropped, not queued again", f.st.dones, len(f.rt.rel.pools))
 	}
 }
