@@ -53,14 +53,22 @@ type stopper interface{ Stop() bool }
 func afterFunc(d time.Duration, f func()) stopper { return time.AfterFunc(d, f) }
 
 // Add queues request id's release in pool; the first id of an empty queue arms its timer.
-func (q *ReleaseQueue) Add(pool, id string) {
+func (q *ReleaseQueue) Add(pool, id string) { q.enqueue(pool, []string{id}, false) }
+
+// enqueue adds ids to pool's queue (at its front: ids a route gave back, older than the rest), arming the
+// queue's timer if it was empty; a queue grown to maxPendingReleases is sent at once instead.
+func (q *ReleaseQueue) enqueue(pool string, ids []string, front bool) {
 	q.mu.Lock()
 	p := q.pools[pool]
 	if p == nil {
 		p = &pendingReleases{}
 		q.pools[pool] = p
 	}
-	p.ids = append(p.ids, id)
+	if front {
+		p.ids = append(append([]string(nil), ids...), p.ids...)
+	} else {
+		p.ids = append(p.ids, ids...)
+	}
 	var flood []string
 	if len(p.ids) >= maxPendingReleases {
 		flood = q.detach(pool, p)
@@ -100,17 +108,7 @@ func (q *ReleaseQueue) Settle(pool string, ids []string, err error) {
 	if len(ids) == 0 || err == nil || errors.Is(err, statestore.ErrConflict) || errors.Is(err, statestore.ErrNoEligibleWorker) {
 		return
 	}
-	q.mu.Lock()
-	p := q.pools[pool]
-	if p == nil {
-		p = &pendingReleases{}
-		q.pools[pool] = p
-	}
-	p.ids = append(append([]string(nil), ids...), p.ids...)
-	if p.timer == nil {
-		p.timer = q.after(q.delay, func() { q.expire(pool, p) })
-	}
-	q.mu.Unlock()
+	q.enqueue(pool, ids, true)
 }
 
 // detach removes pool's queue (q.mu held), stops its timer and returns its ids.
@@ -157,17 +155,23 @@ func (q *ReleaseQueue) Flush(pool string) {
 	}
 }
 
-// send ends each lease with Done. The first failure drops the rest, logged once: their leases' TTL ends
-// them, as for any lost done — so a flush (a listing, shutdown) waits at most one store timeout while the
-// store is unreachable, and nothing retries in a loop.
+// send ends each lease with Done (sendDones).
 func (q *ReleaseQueue) send(pool string, ids []string) {
+	sendDones(q.store, pool, ids, q.now, q.timeout, q.log)
+}
+
+// sendDones ends each lease of ids with its own Done (now: the clock; timeout bounds each call). The first
+// failure drops the rest, logged once: their leases' TTL ends them, as for any lost done — so a flush (a
+// listing, shutdown) waits at most one store timeout while the store is unreachable, and nothing retries
+// in a loop. Also Router.Release's path without coalescing.
+func sendDones(store statestore.Store, pool string, ids []string, now func() int64, timeout time.Duration, log *slog.Logger) {
 	for i, id := range ids {
-		ctx, cancel := context.WithTimeout(context.Background(), q.timeout)
-		_, err := q.store.Done(ctx, pool, id, q.now())
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		_, err := store.Done(ctx, pool, id, now())
 		cancel()
 		if err != nil {
-			q.log.Warn("router: coalesced dones failed; the lease TTL will release their load", "pool", pool,
-				"request_id", id, "dropped", len(ids)-i, "err", err)
+			log.Warn("router: done failed; the lease TTL will release the load", "pool", pool, "request_id", id,
+				"dropped", len(ids)-i, "err", err)
 			return
 		}
 	}

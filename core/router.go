@@ -220,11 +220,7 @@ func (r *Router) Release(pool, id string) {
 		r.rel.Add(pool, id)
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), r.opts.StoreTimeout)
-	defer cancel()
-	if _, err := r.store.Done(ctx, pool, id, r.opts.Now()); err != nil {
-		r.opts.Logger.Warn("router: done failed; the lease TTL will release the load", "pool", pool, "request_id", id, "err", err)
-	}
+	sendDones(r.store, pool, []string{id}, r.opts.Now, r.opts.StoreTimeout, r.opts.Logger)
 }
 
 // FlushReleases sends every pending release now and returns once they are sent (shutdown).

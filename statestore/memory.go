@@ -530,10 +530,15 @@ func (p *memPool) releaseExpired(now int64) {
 func (p *memPool) releaseListed(ids []string, now int64) {
 	for _, id := range ids {
 		if l := p.leases[id]; l != nil {
-			heap.Remove(&p.byExpiry, l.heapIdx)
-			p.endLease(l, now)
+			p.finishLease(l, now)
 		}
 	}
+}
+
+// finishLease ends a lease before its expiry (a done at now): out of the expiry heap, then endLease.
+func (p *memPool) finishLease(l *memLease, now int64) {
+	heap.Remove(&p.byExpiry, l.heapIdx)
+	p.endLease(l, now)
 }
 
 // endLease releases a lease's remaining load and its session hold at time t.
@@ -612,10 +617,7 @@ func (m *Memory) PrefillDone(_ context.Context, pool, id string, now int64) (boo
 
 // Done implements Store.
 func (m *Memory) Done(_ context.Context, pool, id string, now int64) (bool, error) {
-	return m.withLease(pool, id, now, func(p *memPool, l *memLease) {
-		heap.Remove(&p.byExpiry, l.heapIdx)
-		p.endLease(l, now)
-	})
+	return m.withLease(pool, id, now, func(p *memPool, l *memLease) { p.finishLease(l, now) })
 }
 
 // RenewLease implements Store.
