@@ -81,9 +81,18 @@ func (q *ReleaseQueue) enqueue(pool string, ids []string, front bool) {
 	}
 }
 
-// Take removes and returns up to statestore.MaxRouteReleases of pool's pending ids, oldest first, for a
-// route to carry (statestore.RouteRequest.Releases; nil when none). The route's outcome goes to Settle.
-func (q *ReleaseQueue) Take(pool string) []string {
+// Route makes req's decision carrying pool's pending releases (take), then settles them by its outcome
+// (settle): the router's route (Router.Route) and the route benchmark's (`bench route --release-delay`).
+func (q *ReleaseQueue) Route(ctx context.Context, req statestore.RouteRequest) (statestore.Decision, error) {
+	req.Releases = q.take(req.Pool)
+	d, err := q.store.Route(ctx, req)
+	q.settle(req.Pool, req.Releases, err)
+	return d, err
+}
+
+// take removes and returns up to statestore.MaxRouteReleases of pool's pending ids, oldest first, for a
+// route to carry (statestore.RouteRequest.Releases; nil when none).
+func (q *ReleaseQueue) take(pool string) []string {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	p := q.pools[pool]
@@ -100,11 +109,11 @@ func (q *ReleaseQueue) Take(pool string) []string {
 	return out
 }
 
-// Settle takes the outcome of a route that carried ids (Take). A route that succeeded, found a conflict or
+// settle takes the outcome of a route that carried ids (take). A route that succeeded, found a conflict or
 // nothing eligible applied them (statestore.RouteRequest.Releases); after any other error they may not
 // have been (or the caller cannot tell), so they go back to the front of pool's queue: Done is idempotent,
 // sending one twice is harmless.
-func (q *ReleaseQueue) Settle(pool string, ids []string, err error) {
+func (q *ReleaseQueue) settle(pool string, ids []string, err error) {
 	if len(ids) == 0 || err == nil || errors.Is(err, statestore.ErrConflict) || errors.Is(err, statestore.ErrNoEligibleWorker) {
 		return
 	}

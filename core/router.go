@@ -174,12 +174,11 @@ func (r *Router) Route(ctx context.Context, in RouteInput) (statestore.Decision,
 	if err != nil {
 		return statestore.Decision{RequestID: in.RequestID}, err
 	}
+	var d statestore.Decision
 	if r.rel != nil {
-		req.Releases = r.rel.Take(req.Pool)
-	}
-	d, err := r.store.Route(ctx, req)
-	if r.rel != nil {
-		r.rel.Settle(req.Pool, req.Releases, err)
+		d, err = r.rel.Route(ctx, req) // carrying this router's pending releases of the pool
+	} else {
+		d, err = r.store.Route(ctx, req)
 	}
 	if err != nil {
 		d.RequestID = in.RequestID

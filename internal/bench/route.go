@@ -72,15 +72,17 @@ type RouteOptions struct {
 	Log io.Writer
 }
 
-// Releaser carries a run's dones as a router does (core.ReleaseQueue; cmd builds it, so this package
-// needs nothing the stores of older builds lack — scripts/bench-compare.sh -g grafts it onto them).
+// Releaser carries a run's dones as a router does: a *core.ReleaseQueue over the run's store (cmd builds
+// it, so this package needs nothing the stores of older builds lack — scripts/bench-compare.sh -g grafts
+// it onto them).
 type Releaser interface {
-	// Route makes one decision, carrying the releases pending in its pool.
-	Route(ctx context.Context, st statestore.Store, req statestore.RouteRequest) (statestore.Decision, error)
-	// Release queues a decided request's done.
-	Release(pool, id string)
-	// Flush sends what is still pending (a run's end: its dones belong to its measurement).
-	Flush()
+	// Route makes one decision on the releaser's store, carrying the releases pending in its pool.
+	Route(ctx context.Context, req statestore.RouteRequest) (statestore.Decision, error)
+	// Add queues a decided request's done.
+	Add(pool, id string)
+	// Flush sends what is still pending in pool ("" every pool): a run's end, its dones belong to its
+	// measurement.
+	Flush(pool string)
 }
 
 // RouteVariant is one store to time: the embedded route script, or a variant of it (Redis).
@@ -463,7 +465,7 @@ func routeRun(ctx context.Context, st statestore.Store, pool string, prompts []b
 		t0 := time.Now()
 		var err error
 		if rel != nil {
-			_, err = rel.Route(ctx, st, req)
+			_, err = rel.Route(ctx, req)
 		} else {
 			_, err = st.Route(ctx, req)
 		}
@@ -472,7 +474,7 @@ func routeRun(ctx context.Context, st statestore.Store, pool string, prompts []b
 		switch {
 		case err != nil || !done:
 		case rel != nil:
-			rel.Release(pool, id)
+			rel.Add(pool, id)
 		default:
 			_, err = st.Done(ctx, pool, id, t1.UnixMilli())
 			noteSlow("done", t1, time.Now())
@@ -485,7 +487,7 @@ func routeRun(ctx context.Context, st statestore.Store, pool string, prompts []b
 	}
 	lat, el, lag, svc, err := runLoad(ctx, openLoopClock(spec.SpinTail), spec, call)
 	if rel != nil {
-		rel.Flush() // the run's last dones, inside its measured phase
+		rel.Flush("") // the run's last dones, inside its measured phase
 	}
 	if err != nil {
 		return err
