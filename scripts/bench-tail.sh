@@ -15,6 +15,9 @@
 # the server's SLOWLOG by command for the index loading (a run of its own, the server unthrottled: see
 # below) and for the benchmark after it (calibration included).
 # Real-time priority and pinning need root (CAP_SYS_NICE); without it the script runs unpinned and says so.
+# With --rate, every open-loop call goes to $OUT.calls (`bench route --calls-out`) and scripts/tail_bursts.py
+# prints the tail's bursts and what each slow call coincided with; CLIENT_PROBE=1 also runs a probe on the
+# client's CPUs at the client's own class (own-redis.sh own_client_probe_start), its JSON in $OUT.cprobe.
 # Output: JSON of the benchmark in $OUT (default /tmp/bench-tail-PORT.json), the probe's in $OUT.probe.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -48,9 +51,16 @@ if ((own_rt)); then chrt -a -f -p 10 "$rpid"; fi
 
 # The probe on Redis's CPU above Redis's priority (own-redis.sh: one wake-up per STALL_PERIOD_US).
 own_probe_start "$out.probe"
-"${CPIN[@]}" "$kvr" bench route --store "redis://127.0.0.1:$port" --slowlog-us 1000 --prefix tail: "$@" >"$out"
+if [[ "${CLIENT_PROBE:-0}" == 1 ]]; then own_client_probe_start "$out.cprobe"; fi
+"${CPIN[@]}" "$kvr" bench route --store "redis://127.0.0.1:$port" --slowlog-us 1000 --prefix tail: --calls-out "$out.calls" "$@" >"$out"
 own_probe_stop
 
 python3 scripts/tail_attribution.py "$out" "$out.probe"
+if [[ -s "$out.calls" && $(wc -l <"$out.calls") -gt 1 ]]; then
+  echo "Open-loop calls in time (scripts/tail_bursts.py):"
+  cprobe=()
+  if [[ "${CLIENT_PROBE:-0}" == 1 ]]; then cprobe=(--client-probe "$out.cprobe"); fi
+  python3 scripts/tail_bursts.py "$out.calls" --server-probe "$out.probe" "${cprobe[@]}" --show 5
+fi
 echo "The benchmark after loading (calibration and runs):"
 python3 scripts/slowlog_summary.py "$port"

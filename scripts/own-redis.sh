@@ -10,13 +10,16 @@
 #   own_last / own_rest                                 # the last CPU / the others, for own_pin
 #   own_cpu                                             # prints the server's Redis CPU seconds (INFO user + sys)
 #   own_probe_start FILE / own_probe_stop               # the stall probe on the server's CPU, its JSON to FILE
+#   own_client_probe_start FILE                         # … and one on the client's CPUs at the client's class
+# SERVER_CPU and CLIENT_CPUS move the server (default the last CPU) and the client (default the others), e.g.
+# SERVER_CPU=0 CLIENT_CPUS=1 to swap them.
 # REDIS_SERVER picks the server binary (default: redis-server on PATH; e.g. a build with symbols or a
 # diagnostic build); OWN_LOG=FILE keeps a copy of the server's log at exit.
 
 own_rt=0
 if [[ $(id -u) -eq 0 && $(nproc) -ge 2 ]]; then own_rt=1; fi
-own_last=$(($(nproc) - 1))
-own_rest="0-$((own_last > 0 ? own_last - 1 : 0))"
+own_last=${SERVER_CPU:-$(($(nproc) - 1))}
+own_rest=${CLIENT_CPUS:-"0-$((own_last > 0 ? own_last - 1 : 0))"}
 
 # own_cpu prints the own server's used_cpu_user + used_cpu_sys (INFO cpu), seconds: a delta over a run is
 # the Redis CPU the run cost (parsing and replies included, which commandstats omits).
@@ -78,12 +81,25 @@ own_probe_start() {
   trap 'own_probe_stop; own_cleanup' EXIT
 }
 
-# own_probe_stop stops the probe (it writes its summary on SIGTERM) and waits for it.
+# own_client_probe_start runs a second probe (after own_probe_start, which builds it) on the client's CPUs at the
+# client's own class (CPIN: SCHED_OTHER nice -10 by default), its JSON to FILE: a stall there is time the
+# client's threads could not have run either — on this VM a SCHED_OTHER task on CPU 0 wakes ≥ 0.5 ms late
+# 12–20 times a second while a SCHED_FIFO one does ~once (docs/PERFORMANCE.md "Twenty-sixth session"). Each
+# wake-up takes a few µs of the client's CPU. own_probe_stop stops it too.
+own_client_probe_start() {
+  "${CPIN[@]}" "$own_dir/stallprobe" --period-us "${STALL_PERIOD_US:-250}" --threshold-us "${STALL_THRESHOLD_US:-200}" >"$1" &
+  own_cprobe_pid=$!
+}
+
+# own_probe_stop stops the probes (each writes its summary on SIGTERM) and waits for them.
 own_probe_stop() {
-  [[ -n "${own_probe_pid:-}" ]] || return 0
-  kill -TERM "$own_probe_pid" 2>/dev/null || true
-  wait "$own_probe_pid" || true
-  own_probe_pid=
+  local p
+  for p in "${own_probe_pid:-}" "${own_cprobe_pid:-}"; do
+    [[ -n "$p" ]] || continue
+    kill -TERM "$p" 2>/dev/null || true
+    wait "$p" || true
+  done
+  own_probe_pid= own_cprobe_pid=
 }
 
 own_redis_start() {

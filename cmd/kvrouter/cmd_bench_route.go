@@ -26,7 +26,7 @@ var newBenchReleaser func(st statestore.Store, delay time.Duration) bench.Releas
 
 func runBenchRoute(ctx context.Context, args []string) error {
 	fs := newFlagSet("bench route", "bench route [--store memory,redis://…] [--workers 16,64,…] [--prompt 64,512,…] [--blocks M] [--sharing K]\n"+
-		"                   [--clients 1,16] [--duration D | --routes N] [--rate R|half [--senders S] [--spin-tail D]] [--repeat N] [--no-done | --release-delay D]\n"+
+		"                   [--clients 1,16] [--duration D | --routes N] [--rate R|half [--senders S] [--spin-tail D] [--calls-out FILE]] [--repeat N] [--no-done | --release-delay D]\n"+
 		"                   [--slowlog-us US] [--prefix P] [--route-script LIB.lua:ROUTE.lua,...]\n\n"+
 		"One run per (workers, prompt, store, clients) combination, each repeated --repeat times; JSON on stdout\n"+
 		"(every run and the median/min/max summaries), a text table on stderr. Redis figures are INFO deltas over\n"+
@@ -51,6 +51,7 @@ func runBenchRoute(ctx context.Context, args []string) error {
 	slowlogUs := fs.Int64("slowlog-us", 0, "set slowlog-log-slower-than to this many µs for the run and restore it after (only with this flag is the server's config changed); 0 = leave it")
 	predTTL := fs.Duration("predicted-ttl", 0, "pool predicted_ttl (predict-on-route: each decision books the prompt's blocks as soft entries); 0 = off")
 	prefix := fs.String("prefix", "", "Redis key prefix to keep the indexes in between runs (loaded only when missing, never deleted); empty = a fresh namespace, deleted after")
+	callsOut := fs.String("calls-out", "", "write every open-loop call (run, slot, scheduled time, send lag, service, latency; µs) to this file as tab-separated rows, for the tail's shape in time (scripts/tail_bursts.py)")
 	scripts := fs.String("route-script", "", "comma-separated route-script variants LIB.lua:ROUTE.lua (the script is the generated knobs_gen.lua + LIB + ROUTE, as luascripts.Source builds it); each is timed against the same index (Redis only)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -112,6 +113,14 @@ func runBenchRoute(ctx context.Context, args []string) error {
 			defer restore()
 		}
 		targets = append(targets, routeTarget(url, *prefix, names, sources))
+	}
+	if *callsOut != "" {
+		f, err := os.Create(*callsOut)
+		if err != nil {
+			return fmt.Errorf("--calls-out: %w", err)
+		}
+		defer f.Close()
+		o.CallsOut = f
 	}
 	rep, err := bench.RunRoute(ctx, targets, o)
 	if err != nil {

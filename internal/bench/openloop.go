@@ -105,6 +105,18 @@ type loadSpec struct {
 	// SpinTail is the open-loop generator's spin tail; its callers build runLoad's clock from it
 	// (openLoopClock(spec.SpinTail)); 0 = sleep only.
 	SpinTail time.Duration
+	// Observe, when set, is told each open-loop call's slot, scheduled time, start and end, from the
+	// call's sender right after it (each slot once: no two senders share one).
+	Observe func(slot int, sched, start, end time.Time)
+}
+
+// slotCount is the number of calls runLoad makes: Calls, or in open loop without it the schedule's
+// floor(Rate·Duration) slots; 0 = until Duration (closed loop).
+func (spec loadSpec) slotCount() int {
+	if spec.Calls <= 0 && spec.Rate > 0 {
+		return int(spec.Rate * spec.Duration.Seconds())
+	}
+	return spec.Calls
 }
 
 // callFunc makes call number slot on sender and returns when its measured part started and ended
@@ -119,10 +131,7 @@ type callFunc func(sender, slot int) (start, end time.Time, err error)
 // start, so a slow call charges its delay to the calls queued behind it (no coordinated omission).
 // Closed loop: the latency is end − start of each call.
 func runLoad(ctx context.Context, clk clock, spec loadSpec, call callFunc) (lat []time.Duration, elapsed time.Duration, lag, svc []time.Duration, err error) {
-	n := spec.Calls
-	if n <= 0 && spec.Rate > 0 {
-		n = int(spec.Rate * spec.Duration.Seconds())
-	}
+	n := spec.slotCount()
 	var next atomic.Int64
 	var stop atomic.Bool
 	var mu sync.Mutex
@@ -164,6 +173,9 @@ func runLoad(ctx context.Context, clk clock, spec loadSpec, call callFunc) (lat 
 					sched = t0
 				} else {
 					myLag, mySvc = append(myLag, t0.Sub(sched)), append(mySvc, t1.Sub(t0))
+					if spec.Observe != nil {
+						spec.Observe(i, sched, t0, t1)
+					}
 				}
 				mine = append(mine, t1.Sub(sched))
 			}

@@ -70,6 +70,10 @@ type RouteOptions struct {
 	PredictedTTLMs int64
 	// Log receives a text table of the summaries (nil = none).
 	Log io.Writer
+	// CallsOut, when set, receives every open-loop call of every run as a tab-separated row (calls.go:
+	// the run's index in the report's runs, slot, scheduled time, send lag, service, latency; µs), after
+	// a header line: the tail's shape in time, which p50/p99 cannot show.
+	CallsOut io.Writer
 }
 
 // Releaser carries a run's dones as a router does: a *core.ReleaseQueue over the run's store (cmd builds
@@ -282,6 +286,11 @@ func RunRoute(ctx context.Context, targets []RouteTarget, o RouteOptions) (Route
 		return rep, err
 	}
 	rep.Sharing, rep.Repeat = o.Sharing, o.Repeat
+	if o.CallsOut != nil {
+		if _, err := io.WriteString(o.CallsOut, callsHeader); err != nil {
+			return rep, fmt.Errorf("calls out: %w", err)
+		}
+	}
 	for _, t := range targets {
 		rep.Stores = append(rep.Stores, t.Name)
 	}
@@ -373,8 +382,18 @@ func routeCombination(ctx context.Context, t RouteTarget, workers, prompt int, o
 					spec.SpinTail = o.SpinTail // an embedded store's own CPU would feed the spinning (DefaultSpinTail)
 				}
 				open.SpinTailUs = float64(spec.SpinTail) / 1e3
+				var calls *callRecorder
+				if o.CallsOut != nil {
+					calls = newCallRecorder(spec.slotCount())
+					spec.Observe = calls.observe
+				}
 				if err := routeRun(ctx, v.Store, b.Pool, prompts, spec, !o.NoDone, o.releaser(v.Store), doneUs, &open); err != nil {
 					return err
+				}
+				if calls != nil {
+					if err := writeCalls(o.CallsOut, len(rep.Runs), calls); err != nil {
+						return fmt.Errorf("calls out: %w", err)
+					}
 				}
 				rep.Runs = append(rep.Runs, open)
 			}

@@ -52,6 +52,13 @@ func wantKeys(t *testing.T, what string, m map[string]any, keys ...string) {
 	}
 }
 
+// memTarget is a route benchmark target on a fresh embedded store.
+func memTarget() RouteTarget {
+	return RouteTarget{Name: "memory", Open: func() ([]RouteVariant, error) {
+		return []RouteVariant{{"embedded", statestore.NewMemory()}}, nil
+	}}
+}
+
 // TestRouteMemorySmoke: the route driver on the embedded store makes every run (closed, then open at
 // half), summarises the repeats and prints the fields the docs name.
 func TestRouteMemorySmoke(t *testing.T) {
@@ -59,10 +66,7 @@ func TestRouteMemorySmoke(t *testing.T) {
 	o.SpinTail = DefaultSpinTail // not applied to an embedded store (its open runs say spin_tail_us 0)
 	var log strings.Builder
 	o.Log = &log
-	mem := RouteTarget{Name: "memory", Open: func() ([]RouteVariant, error) {
-		return []RouteVariant{{"embedded", statestore.NewMemory()}}, nil
-	}}
-	rep, err := RunRoute(context.Background(), []RouteTarget{mem}, o)
+	rep, err := RunRoute(context.Background(), []RouteTarget{memTarget()}, o)
 	if err != nil {
 		t.Fatal(err)
 	}
