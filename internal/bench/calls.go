@@ -48,5 +48,3 @@ func writeCalls(w io.Writer, run int, c *callRecorder) error {
 	}
 	return bw.Flush()
 }
-
-func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }

@@ -10,8 +10,11 @@ func quantileUs(sorted []time.Duration, q float64) float64 {
 	if len(sorted) == 0 {
 		return 0
 	}
-	return float64(sorted[int(q*float64(len(sorted)-1))].Nanoseconds()) / 1e3
+	return us(sorted[int(q*float64(len(sorted)-1))])
 }
+
+// us is d in µs.
+func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
 
 // nearestRank is the q-quantile of sorted values by nearest rank, 0 when empty.
 func nearestRank(sorted []float64, q float64) float64 {
