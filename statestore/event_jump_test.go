@@ -12,8 +12,7 @@ import (
 // stores, identically — the rank is cleared and counted, the event applied, and later events of the
 // epoch are not stale; a jump of exactly 2^32 is still a gap.
 func TestEventIDJump(t *testing.T) {
-	srv := sharedRedis(t)
-	stores := map[string]statestore.Store{"memory": statestore.NewMemory(), "redis": newRedisStore(t, srv.Addr())}
+	stores := bothStores(t)
 	const jump = statestore.DefaultMaxEventIDJump
 	stored := func(id uint64, h uint64) statestore.Event {
 		return statestore.Event{EventID: id, HasEventID: true, Kind: statestore.EventStored,

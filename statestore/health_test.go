@@ -219,16 +219,10 @@ func TestWorkerHealth(t *testing.T) {
 
 // TestReportForwardErrors: bad input and unknown names, on both stores.
 func TestReportForwardErrors(t *testing.T) {
-	srv := sharedRedis(t)
-	for name, st := range map[string]statestore.Store{"memory": statestore.NewMemory(), "redis": newRedisStore(t, srv.Addr())} {
+	for name, st := range bothStores(t) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			if err := st.PutPool(ctx, "p", statestore.DefaultPoolConfig(4)); err != nil {
-				t.Fatal(err)
-			}
-			if err := st.PutWorker(ctx, "p", statestore.WorkerSpec{WorkerID: "w0"}, 0); err != nil {
-				t.Fatal(err)
-			}
+			setupPool(t, st, "p", statestore.DefaultPoolConfig(4), "w0")
 			for _, c := range []struct {
 				pool, worker string
 				want         error

@@ -13,7 +13,6 @@ import (
 // store with the same outcome as the memory store's single step: counts, fencing of a replayed event,
 // an unknown parent dropping the whole event, and the index.
 func TestLargeEventSplit(t *testing.T) {
-	srv := sharedRedis(t)
 	const n = 3*statestore.MaxBlocksPerCall + 7
 	chain := func(base uint64) []statestore.StoredBlock {
 		out := make([]statestore.StoredBlock, n)
@@ -36,7 +35,7 @@ func TestLargeEventSplit(t *testing.T) {
 	ctx := context.Background()
 	results := map[string][]statestore.ApplyResult{}
 	depth := map[string][]int{}
-	for name, st := range map[string]statestore.Store{"memory": statestore.NewMemory(), "redis": newRedisStore(t, srv.Addr())} {
+	for name, st := range bothStores(t) {
 		setupPool(t, st, "default", statestore.DefaultPoolConfig(4), "w0")
 		for i, ev := range steps {
 			res, err := st.ApplyEvents(ctx, statestore.EventBatch{Pool: "default", WorkerID: "w0", Events: []statestore.Event{ev}, NowMs: int64(i)})

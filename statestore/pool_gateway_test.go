@@ -12,8 +12,7 @@ import (
 // TestPoolGatewaySettings: the gateway's pool settings (models, tokenizer, chat template, tokenize
 // mode) round-trip through both stores unchanged, and bad ones are rejected naming the setting.
 func TestPoolGatewaySettings(t *testing.T) {
-	srv := sharedRedis(t)
-	stores := map[string]statestore.Store{"memory": statestore.NewMemory(), "redis": newRedisStore(t, srv.Addr())}
+	stores := bothStores(t)
 	for name, st := range stores {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()

@@ -14,9 +14,8 @@ import (
 // calls reclaim them, on both stores, each at its own pace (the memory store's budget takes a small index
 // in one call).
 func TestReclaimPending(t *testing.T) {
-	srv := sharedRedis(t)
 	ctx := context.Background()
-	stores := map[string]statestore.Store{"memory": statestore.NewMemory(), "redis": newRedisStore(t, srv.Addr())}
+	stores := bothStores(t)
 	local := []uint64{1, 2, 3, 4}
 	seq := blockhash.Sequence(nil, local)
 	for name, st := range stores {

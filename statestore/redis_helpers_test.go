@@ -36,3 +36,9 @@ func newRedisStorePrefix(t testing.TB, prefix string, addrs ...string) *statesto
 
 // sharedRedis starts one standalone server for the calling test.
 func sharedRedis(t testing.TB) *testredis.Server { return testredis.Start(t) }
+
+// bothStores is a fresh embedded store and a Redis store on a server of the calling test's own, by name:
+// the set-up of the tests that run one scenario on both.
+func bothStores(t testing.TB) map[string]statestore.Store {
+	return map[string]statestore.Store{"memory": statestore.NewMemory(), "redis": newRedisStore(t, sharedRedis(t).Addr())}
+}

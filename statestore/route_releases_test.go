@@ -13,16 +13,10 @@ import (
 // would, before the decision, whenever the request validates (noelig and conflict too) and never when it
 // does not; unknown and repeated ids are skipped. Both stores, one scenario.
 func TestRouteReleases(t *testing.T) {
-	srv := sharedRedis(t)
-	for name, st := range map[string]statestore.Store{"memory": statestore.NewMemory(), "redis": newRedisStore(t, srv.Addr())} {
+	for name, st := range bothStores(t) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			if err := st.PutPool(ctx, "p", statestore.DefaultPoolConfig(4)); err != nil {
-				t.Fatal(err)
-			}
-			if err := st.PutWorker(ctx, "p", statestore.WorkerSpec{WorkerID: "w0"}, 0); err != nil {
-				t.Fatal(err)
-			}
+			setupPool(t, st, "p", statestore.DefaultPoolConfig(4), "w0")
 			requests := func(want int64) {
 				t.Helper()
 				ws, err := st.Workers(ctx, "p", 10)
