@@ -49,7 +49,12 @@ own_server_pin() {
 # (sched_rt_runtime_us: 950 ms per 1-s period) then stopped it ~50 ms once a second — a 16-client
 # open-loop p99 of 28 ms that was the generator's, not the store's (docs/PERFORMANCE.md "Twenty-fifth
 # session"). CLIENT_PIN=rt keeps the SCHED_FIFO 5 client of the nineteenth to twenty-fourth sessions (to
-# reproduce their figures); CLIENT_PIN=0 leaves it unpinned, as before them. box-gauge.sh keeps its own
+# reproduce their figures); CLIENT_PIN=0 leaves it unpinned, as before them. For a p99 reading prefer
+# CLIENT_PIN=rt: on this VM a SCHED_OTHER client's own CPU stalls for ms 12–20 times a second and most of
+# its tail is those stalls (p99 1.2–1.9 ms against 0.6–0.7 at 64 workers, 16 clients; docs/PERFORMANCE.md
+# "Twenty-sixth session"), while with the 50-µs spin tail the real-time client was stopped (20–30 ms) in 2 of
+# 13 runs. It stays off by default for the client-bound rates (the bare decision's open loop), where a
+# real-time client that cannot keep up would be throttled every second. box-gauge.sh keeps its own
 # fixed pin: a gauge, not a benchmark.
 own_client_pin() {
   CPIN=()
