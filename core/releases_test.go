@@ -90,6 +90,16 @@ func (f *releaseFixture) route(id string) error {
 	return err
 }
 
+// book routes each id in turn (requests booked on the pool), failing the test on any error.
+func (f *releaseFixture) book(ids ...string) {
+	f.t.Helper()
+	for _, id := range ids {
+		if err := f.route(id); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+}
+
 // held is the pool's active requests as the store has them (not through the router, which would send its
 // pending releases first).
 func (f *releaseFixture) held() int64 {
@@ -105,11 +115,7 @@ func (f *releaseFixture) held() int64 {
 // (ended before the decision) — no Done of its own; the queue's timer is disarmed.
 func TestReleaseRidesNextRoute(t *testing.T) {
 	f := newReleaseFixture(t)
-	for _, id := range []string{"r1", "r2"} {
-		if err := f.route(id); err != nil {
-			t.Fatal(err)
-		}
-	}
+	f.book("r1", "r2")
 	f.rt.Release("p", "r1")
 	f.rt.Release("p", "r2")
 	if got := f.held(); got != 2 {
@@ -118,9 +124,7 @@ func TestReleaseRidesNextRoute(t *testing.T) {
 	if len(f.timers) != 1 {
 		t.Fatalf("%d timers armed, want 1 (the pool's queue)", len(f.timers))
 	}
-	if err := f.route("r3"); err != nil {
-		t.Fatal(err)
-	}
+	f.book("r3")
 	if got := f.held(); got != 1 {
 		t.Fatalf("held %d after r3 carried r1 and r2, want 1", got)
 	}
@@ -145,11 +149,7 @@ func TestReleaseRidesNextRoute(t *testing.T) {
 // with Done; the listing through the router sends pending ones first.
 func TestReleaseTimerSendsAlone(t *testing.T) {
 	f := newReleaseFixture(t)
-	for _, id := range []string{"r1", "r2"} {
-		if err := f.route(id); err != nil {
-			t.Fatal(err)
-		}
-	}
+	f.book("r1", "r2")
 	f.rt.Release("p", "r1")
 	f.timers[0].f()
 	if got := f.held(); got != 1 || !slices.Equal(f.st.dones, []string{"r1"}) {
@@ -175,18 +175,14 @@ func TestReleaseTimerSendsAlone(t *testing.T) {
 // does not.
 func TestReleasePutBack(t *testing.T) {
 	f := newReleaseFixture(t)
-	if err := f.route("r1"); err != nil {
-		t.Fatal(err)
-	}
+	f.book("r1")
 	f.rt.Release("p", "r1")
 	f.st.failRoute = fmt.Errorf("%w: test", statestore.ErrUnavailable)
 	if err := f.route("r2"); !errors.Is(err, statestore.ErrUnavailable) {
 		t.Fatalf("route r2: %v", err)
 	}
 	f.st.failRoute = nil
-	if err := f.route("r3"); err != nil {
-		t.Fatal(err)
-	}
+	f.book("r3")
 	if last := f.st.carried[len(f.st.carried)-1]; !slices.Equal(last, []string{"r1"}) {
 		t.Fatalf("route after the failure carried %v, want [r1]", last)
 	}

@@ -35,14 +35,18 @@ redis-server 12494 10303.457548:     500000 cpu-clock:
 	          137686 luaEngineCall+0x86 (/root/rsrc/jem/src/redis-server)
 `
 
+// python is the interpreter the scripts' tests run them with: $KVROUTER_PYTHON, default python3.
+func python() string {
+	if py := os.Getenv("KVROUTER_PYTHON"); py != "" {
+		return py
+	}
+	return "python3"
+}
+
 // TestPerfGroups: scripts/perf_groups.py (scripts/route-perf.sh's grouping) charges each sample to one
 // group, the first that matches, and names the code that created the interned strings.
 func TestPerfGroups(t *testing.T) {
-	py := os.Getenv("KVROUTER_PYTHON")
-	if py == "" {
-		py = "python3"
-	}
-	cmd := exec.Command(py, "perf_groups.py", "--json")
+	cmd := exec.Command(python(), "perf_groups.py", "--json")
 	cmd.Stdin = strings.NewReader(perfScript)
 	out, err := cmd.Output()
 	if err != nil {

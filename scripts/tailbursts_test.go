@@ -14,10 +14,6 @@ import (
 // each burst's calls to one class — the larger of the server's and the client's stalls inside it, else a
 // late send, else queued — on a synthetic calls file (bench route --calls-out) and two probe files.
 func TestTailBursts(t *testing.T) {
-	py := os.Getenv("KVROUTER_PYTHON")
-	if py == "" {
-		py = "python3"
-	}
 	dir := t.TempDir()
 	const t0 = int64(1_700_000_000_000_000) // µs
 	var calls strings.Builder
@@ -52,7 +48,7 @@ func TestTailBursts(t *testing.T) {
 	if err := os.WriteFile(callsPath, []byte(calls.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(py, "tail_bursts.py", callsPath,
+	cmd := exec.Command(python(), "tail_bursts.py", callsPath,
 		"--server-probe", probe("server.json", t0+300*100, 1000),
 		"--client-probe", probe("client.json", t0+100*100, 2000))
 	out, err := cmd.CombinedOutput()

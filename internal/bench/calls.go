@@ -14,11 +14,10 @@ import (
 // scripts/bench-tail.sh; docs/PERFORMANCE.md "Twenty-sixth session").
 
 // callRecord is one open-loop call: its scheduled time and, from it, when it was sent and when its reply
-// came (µs). A slot left zero was never called (the run was cut short).
+// came (µs). A slot left zero (no scheduled time) was never called (the run was cut short).
 type callRecord struct {
 	schedUnixUs  int64
 	lagUs, latUs float64
-	called       bool
 }
 
 // callRecorder keeps the calls of one open-loop run by slot; observe is loadSpec.Observe (each slot is
@@ -31,7 +30,7 @@ func newCallRecorder(slots int) *callRecorder { return &callRecorder{calls: make
 
 func (c *callRecorder) observe(slot int, sched, start, end time.Time) {
 	if slot < len(c.calls) {
-		c.calls[slot] = callRecord{schedUnixUs: sched.UnixMicro(), lagUs: us(start.Sub(sched)), latUs: us(end.Sub(sched)), called: true}
+		c.calls[slot] = callRecord{schedUnixUs: sched.UnixMicro(), lagUs: us(start.Sub(sched)), latUs: us(end.Sub(sched))}
 	}
 }
 
@@ -42,7 +41,7 @@ const callsHeader = "run\tslot\tsched_unix_us\tlag_us\tservice_us\tlatency_us\n"
 func writeCalls(w io.Writer, run int, c *callRecorder) error {
 	bw := bufio.NewWriter(w)
 	for slot, r := range c.calls {
-		if r.called {
+		if r.schedUnixUs != 0 {
 			fmt.Fprintf(bw, "%d\t%d\t%d\t%.1f\t%.1f\t%.1f\n", run, slot, r.schedUnixUs, r.lagUs, r.latUs-r.lagUs, r.latUs)
 		}
 	}
