@@ -64,6 +64,7 @@ type spinTailClock struct {
 	inner    clock
 	tail     time.Duration
 	spinning *atomic.Int32 // senders spinning now (shared by the run's senders)
+	spun     *atomic.Int64 // ns spent spinning, all senders (client CPU the generator took; RouteRun.ClientSpinUs)
 }
 
 func (c spinTailClock) Now() time.Time { return c.inner.Now() }
@@ -78,9 +79,21 @@ func (c spinTailClock) SleepUntil(ctx context.Context, t time.Time) {
 		return
 	}
 	defer c.spinning.Add(-1)
-	for ctx.Err() == nil && c.inner.Now().Before(t) {
+	t0 := c.inner.Now()
+	now := t0
+	for ctx.Err() == nil && now.Before(t) {
 		runtime.Gosched()
+		now = c.inner.Now()
 	}
+	c.spun.Add(int64(now.Sub(t0)))
+}
+
+// spinTime is the time clk's senders spent spinning so far (0 for a clock without a spin tail).
+func spinTime(clk clock) time.Duration {
+	if c, ok := clk.(spinTailClock); ok {
+		return time.Duration(c.spun.Load())
+	}
+	return 0
 }
 
 // openLoopClock is the open-loop generator's clock: newSleepClock's, with a spin tail when tail > 0.
@@ -88,7 +101,7 @@ func openLoopClock(tail time.Duration) clock {
 	if tail <= 0 {
 		return newSleepClock()
 	}
-	return spinTailClock{inner: newSleepClock(), tail: tail, spinning: new(atomic.Int32)}
+	return spinTailClock{inner: newSleepClock(), tail: tail, spinning: new(atomic.Int32), spun: new(atomic.Int64)}
 }
 
 // loadSpec is one run's load shape.

@@ -40,7 +40,7 @@ func (c *stepClock) SleepUntil(_ context.Context, t time.Time) {
 // context ends the spin even on a clock that does not move.
 func TestSpinTailClock(t *testing.T) {
 	inner := &stepClock{now: time.Unix(1000, 0), step: time.Microsecond}
-	clk := spinTailClock{inner: inner, tail: 100 * time.Microsecond, spinning: new(atomic.Int32)}
+	clk := spinTailClock{inner: inner, tail: 100 * time.Microsecond, spinning: new(atomic.Int32), spun: new(atomic.Int64)}
 	target := time.Unix(1000, 0).Add(time.Second)
 	clk.SleepUntil(context.Background(), target)
 	if len(inner.targets) != 1 || !inner.targets[0].Equal(target.Add(-100*time.Microsecond)) {
@@ -51,6 +51,9 @@ func TestSpinTailClock(t *testing.T) {
 	}
 	if inner.reads < 100 {
 		t.Fatalf("%d clock readings: the last 100 µs were not spun", inner.reads)
+	}
+	if spun := spinTime(clk); spun < 98*time.Microsecond || spun > 102*time.Microsecond {
+		t.Fatalf("spin time %v, want the 100-µs tail (the clock's 1-µs steps)", spun)
 	}
 
 	// A target 30 µs ahead: the inner sleep's target is already past, the spin does the rest.
@@ -63,7 +66,7 @@ func TestSpinTailClock(t *testing.T) {
 	frozen := &stepClock{now: time.Unix(1000, 0)}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	spinTailClock{inner: frozen, tail: time.Hour, spinning: new(atomic.Int32)}.SleepUntil(ctx, frozen.now.Add(time.Minute)) // returns: ctx done
+	spinTailClock{inner: frozen, tail: time.Hour, spinning: new(atomic.Int32), spun: new(atomic.Int64)}.SleepUntil(ctx, frozen.now.Add(time.Minute)) // returns: ctx done
 	if n := clk.spinning.Load(); n != 0 {
 		t.Fatalf("%d spinners left after the sleeps returned", n)
 	}
@@ -74,7 +77,7 @@ func TestSpinTailClock(t *testing.T) {
 // found it.
 func TestSpinTailClockBound(t *testing.T) {
 	inner := &stepClock{now: time.Unix(1000, 0), step: time.Microsecond}
-	clk := spinTailClock{inner: inner, tail: 100 * time.Microsecond, spinning: new(atomic.Int32)}
+	clk := spinTailClock{inner: inner, tail: 100 * time.Microsecond, spinning: new(atomic.Int32), spun: new(atomic.Int64)}
 	clk.spinning.Store(maxSpinners)
 	target := time.Unix(1001, 0)
 	clk.SleepUntil(context.Background(), target)
@@ -85,12 +88,18 @@ func TestSpinTailClockBound(t *testing.T) {
 	if n := clk.spinning.Load(); n != maxSpinners {
 		t.Fatalf("spinners %d after a bounded sleep, want %d", n, maxSpinners)
 	}
+	if spun := spinTime(clk); spun != 0 {
+		t.Fatalf("spin time %v after a sleep that did not spin", spun)
+	}
 }
 
 // TestOpenLoopClock: tail 0 is the plain sleeping clock, a positive tail wraps it.
 func TestOpenLoopClock(t *testing.T) {
 	if _, ok := openLoopClock(0).(spinTailClock); ok {
 		t.Fatal("tail 0: want the sleeping clock, got a spin tail")
+	}
+	if spun := spinTime(openLoopClock(0)); spun != 0 {
+		t.Fatalf("sleeping clock: spin time %v", spun)
 	}
 	c, ok := openLoopClock(DefaultSpinTail).(spinTailClock)
 	if !ok || c.tail != DefaultSpinTail {

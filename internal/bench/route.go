@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -131,6 +132,15 @@ type RouteRun struct {
 	// ServiceP50us and ServiceP99us (open loop) are end − actual start: the latency without the lag.
 	ServiceP50us float64 `json:"service_p50_us,omitempty"`
 	ServiceP99us float64 `json:"service_p99_us,omitempty"`
+	// ClientCPUus is the benchmark process's CPU (user + kernel, every thread) over the run per decision:
+	// the client side of a decision (request building, the Redis client, the Go runtime and collector, the
+	// generator), the open-loop spin tail included; ClientSpinUs is that spinning's part. Their ratio to
+	// the run's time says how busy the generator's CPU was, i.e. whether the tail could be its own.
+	ClientCPUus  float64 `json:"client_cpu_us_per_decision,omitempty"`
+	ClientSpinUs float64 `json:"client_spin_us_per_decision,omitempty"`
+	// ClientBusy is the client's CPU over the run's time on the CPUs it may use (GOMAXPROCS), 0–1: near 1
+	// the generator queues its own calls and the latency is partly its own.
+	ClientBusy float64 `json:"client_busy,omitempty"`
 	// RedisCPUus is Redis CPU (used_cpu_user+sys delta, all nodes) over the run per decision, its
 	// `done` included; ExclDone subtracts this repeat's calibrated CPU per done.
 	RedisCPUus         float64 `json:"redis_cpu_us_per_decision,omitempty"`
@@ -216,6 +226,9 @@ type RouteSummary struct {
 	LagP99us           Summary `json:"send_lag_p99_us"`
 	ServiceP50us       Summary `json:"service_p50_us"`
 	ServiceP99us       Summary `json:"service_p99_us"`
+	ClientCPUus        Summary `json:"client_cpu_us_per_decision"`
+	ClientSpinUs       Summary `json:"client_spin_us_per_decision"`
+	ClientBusy         Summary `json:"client_busy"`
 	RedisCPUus         Summary `json:"redis_cpu_us_per_decision"`
 	RedisCPUusExclDone Summary `json:"redis_cpu_us_per_decision_excl_done"`
 	RedisCPUSysUs      Summary `json:"redis_cpu_sys_us_per_decision"`
@@ -504,10 +517,13 @@ func routeRun(ctx context.Context, st statestore.Store, pool string, prompts []b
 	if err != nil {
 		return err
 	}
-	lat, el, lag, svc, err := runLoad(ctx, openLoopClock(spec.SpinTail), spec, call)
+	clk := openLoopClock(spec.SpinTail)
+	cpu0 := processCPU()
+	lat, el, lag, svc, err := runLoad(ctx, clk, spec, call)
 	if rel != nil {
 		rel.Flush("") // the run's last dones, inside its measured phase
 	}
+	clientCPU := processCPU() - cpu0
 	if err != nil {
 		return err
 	}
@@ -522,6 +538,9 @@ func routeRun(ctx context.Context, st statestore.Store, pool string, prompts []b
 	run.P50us, run.P99us = quantileUs(lat, 0.50), quantileUs(lat, 0.99)
 	if n > 0 {
 		run.MaxUs = float64(lat[n-1].Nanoseconds()) / 1e3
+		run.ClientCPUus = us(clientCPU) / float64(n)
+		run.ClientSpinUs = us(spinTime(clk)) / float64(n)
+		run.ClientBusy = clientCPU.Seconds() / el.Seconds() / float64(runtime.GOMAXPROCS(0))
 	}
 	if len(lag) > 0 {
 		slices.Sort(lag)
@@ -617,6 +636,9 @@ func summarizeRoute(runs []RouteRun) []RouteSummary {
 			LagP99us:           col(func(r RouteRun) float64 { return r.LagP99us }),
 			ServiceP50us:       col(func(r RouteRun) float64 { return r.ServiceP50us }),
 			ServiceP99us:       col(func(r RouteRun) float64 { return r.ServiceP99us }),
+			ClientCPUus:        col(func(r RouteRun) float64 { return r.ClientCPUus }),
+			ClientSpinUs:       col(func(r RouteRun) float64 { return r.ClientSpinUs }),
+			ClientBusy:         col(func(r RouteRun) float64 { return r.ClientBusy }),
 			RedisCPUus:         col(func(r RouteRun) float64 { return r.RedisCPUus }),
 			RedisCPUusExclDone: col(func(r RouteRun) float64 { return r.RedisCPUusExclDone }),
 			RedisCPUSysUs:      col(func(r RouteRun) float64 { return r.RedisCPUSysUs }),

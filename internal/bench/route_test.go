@@ -84,7 +84,7 @@ func TestRouteMemorySmoke(t *testing.T) {
 	}
 	wantKeys(t, "report", jsonKeys(t, rep), "bench", "stores", "indexed_blocks", "sharing", "done_after_each_decision", "repeat", "indexes", "runs", "summaries")
 	wantKeys(t, "run", jsonKeys(t, rep, "runs"), "store", "workers", "prompt_blocks", "clients", "mode", "repeat", "decisions_per_s", "p50_us", "p99_us", "max_us", "loadavg_before", "loadavg_after")
-	wantKeys(t, "summary", jsonKeys(t, rep, "summaries"), "decisions_per_s", "p50_us", "p99_us", "max_us", "redis_cpu_us_per_decision", "decisions_per_redis_core_s", "loadavg_1m")
+	wantKeys(t, "summary", jsonKeys(t, rep, "summaries"), "decisions_per_s", "p50_us", "p99_us", "max_us", "redis_cpu_us_per_decision", "decisions_per_redis_core_s", "client_cpu_us_per_decision", "client_spin_us_per_decision", "loadavg_1m")
 	wantKeys(t, "median", jsonKeys(t, rep, "summaries", "p99_us"), "median", "min", "max")
 	wantKeys(t, "index", jsonKeys(t, rep, "indexes"), "load_seconds", "client_prep_us_per_prompt", "sharing")
 	if !strings.Contains(log.String(), "decisions/s") || !strings.Contains(log.String(), "open@") {
@@ -127,8 +127,8 @@ func TestRouteRedisSmoke(t *testing.T) {
 		t.Fatalf("runs %d calibrations %d; want 8 and 4", len(rep.Runs), len(rep.Calibrations))
 	}
 	for _, r := range rep.Runs {
-		if r.RedisCPUus <= 0 || r.DecisionsPerCoreS <= 0 || r.Calls < 2 || r.Slowlog == nil || r.Variant == "" {
-			t.Errorf("run %+v: want Redis CPU, ≥ 2 calls per decision (route + done), a slowlog summary", r)
+		if r.RedisCPUus <= 0 || r.DecisionsPerCoreS <= 0 || r.Calls < 2 || r.Slowlog == nil || r.Variant == "" || r.ClientCPUus <= 0 {
+			t.Errorf("run %+v: want Redis CPU, ≥ 2 calls per decision (route + done), a slowlog summary, client CPU", r)
 		}
 		if want := map[bool]float64{true: float64(DefaultSpinTail.Microseconds())}[r.Mode == "open"]; r.SpinTailUs != want {
 			t.Errorf("%s run: spin_tail_us %v, want %v", r.Mode, r.SpinTailUs, want)

@@ -50,11 +50,11 @@ func writeRouteTable(w io.Writer, rep RouteReport) {
 		}
 		rows = append(rows, []string{name, fmt.Sprint(s.Workers), fmt.Sprint(s.PromptBlocks), fmt.Sprint(s.Clients), mode,
 			fmtSummary(s.DecisionsPerS, 0), fmtSummary(s.P50us, 0), fmtSummary(s.P99us, 0), fmtSummary(s.MaxUs, 0),
-			fmtSummary(s.LagP50us, 0), fmtSummary(s.ServiceP50us, 0), fmtSummary(s.ServiceP99us, 0), fmtSummary(s.RedisCPUus, 1), fmtSummary(s.RedisCPUusExclDone, 1), fmtSummary(s.RedisCPUSysUs, 1), fmtSummary(s.DecisionsPerCoreS, 0),
+			fmtSummary(s.LagP50us, 0), fmtSummary(s.ServiceP50us, 0), fmtSummary(s.ServiceP99us, 0), clientCPU(s), fmtSummary(s.RedisCPUus, 1), fmtSummary(s.RedisCPUusExclDone, 1), fmtSummary(s.RedisCPUSysUs, 1), fmtSummary(s.DecisionsPerCoreS, 0),
 			fmtSummary(s.CommandUs, 1), slow, fmtSummary(s.Load, 2)})
 	}
 	writeTable(w, []string{"store", "workers", "prompt", "clients", "mode", "decisions/s", "p50 µs", "p99 µs", "max µs",
-		"lag p50 µs", "service p50", "service p99", "Redis CPU µs/dec", "excl. done", "of it sys", "dec/Redis core-s", "cmd µs/dec", "slowlog mine/all", "load 1m"}, rows)
+		"lag p50 µs", "service p50", "service p99", "client CPU µs/dec", "Redis CPU µs/dec", "excl. done", "of it sys", "dec/Redis core-s", "cmd µs/dec", "slowlog mine/all", "load 1m"}, rows)
 	for _, r := range rep.Runs {
 		if r.Slowlog != nil && r.Slowlog.ThresholdUs != 1000 {
 			fmt.Fprintf(w, "note: the server logs calls slower than %d µs (slowlog-log-slower-than), so the slowlog column counts those, not calls over 1 ms; --slowlog-us 1000 sets it for the run\n", r.Slowlog.ThresholdUs)
@@ -65,4 +65,24 @@ func writeRouteTable(w io.Writer, rep RouteReport) {
 		fmt.Fprintf(w, "calibration %s %d workers, %d-block prompts, %d clients, repeat %d: Redis CPU per call: route alone %.1f µs, done alone %.1f µs (%d calls)\n",
 			c.Store, c.Workers, c.PromptBlocks, c.Clients, c.Repeat, c.RouteCPUus, c.DoneCPUus, c.Calls)
 	}
+}
+
+// clientCPU prints the client's CPU per decision (median [min–max]), then in parentheses its spinning's
+// part when the generator spun and how busy that kept the client's CPUs (medians).
+func clientCPU(s RouteSummary) string {
+	c := fmtSummary(s.ClientCPUus, 1)
+	if c == "-" {
+		return c
+	}
+	var extra []string
+	if s.ClientSpinUs.Median > 0 {
+		extra = append(extra, fmt.Sprintf("spin %.1f", s.ClientSpinUs.Median))
+	}
+	if s.ClientBusy.Median > 0 {
+		extra = append(extra, fmt.Sprintf("%.0f %% busy", 100*s.ClientBusy.Median))
+	}
+	if len(extra) > 0 {
+		c += " (" + strings.Join(extra, ", ") + ")"
+	}
+	return c
 }
