@@ -26,6 +26,10 @@ func writeTable(w io.Writer, header []string, rows [][]string) {
 	tw.Flush()
 }
 
+// BusyClient is the client_busy from which the route table warns that the generator's own CPU is part of
+// the latencies: at 0.8 a single-CPU client's own queue is already several calls deep on every disturbance.
+const BusyClient = 0.8
+
 // writeRouteTable prints the route summaries: median [min–max] over the repeats.
 func writeRouteTable(w io.Writer, rep RouteReport) {
 	carried := ""
@@ -59,6 +63,12 @@ func writeRouteTable(w io.Writer, rep RouteReport) {
 		if r.Slowlog != nil && r.Slowlog.ThresholdUs != 1000 {
 			fmt.Fprintf(w, "note: the server logs calls slower than %d µs (slowlog-log-slower-than), so the slowlog column counts those, not calls over 1 ms; --slowlog-us 1000 sets it for the run\n", r.Slowlog.ThresholdUs)
 			break
+		}
+	}
+	for _, s := range rep.Summaries {
+		if s.ClientBusy.Max >= BusyClient {
+			fmt.Fprintf(w, "note: the client's CPUs were up to %.0f %% busy (%d workers, %d clients, %s): a generator that busy queues its own calls, so the latencies are partly its own (and a real-time client that busy is throttled by the kernel, sched_rt_runtime_us)\n",
+				100*s.ClientBusy.Max, s.Workers, s.Clients, s.Mode)
 		}
 	}
 	for _, c := range rep.Calibrations {
