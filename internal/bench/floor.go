@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -63,6 +64,11 @@ type FloorRun struct {
 	SpinTailUs   float64 `json:"spin_tail_us"`
 	ServiceP50us float64 `json:"service_p50_us"`
 	ServiceP99us float64 `json:"service_p99_us"`
+	// ClientCPUus, ClientSpinUs and ClientBusy: the client's own CPU per decision, its spin tail's part,
+	// and how busy it kept the client's CPUs (as RouteRun's), so the floor's generator and kvrouter's compare.
+	ClientCPUus  float64 `json:"client_cpu_us_per_decision"`
+	ClientSpinUs float64 `json:"client_spin_us_per_decision"`
+	ClientBusy   float64 `json:"client_busy"`
 	RedisCPUus   float64 `json:"redis_cpu_us_per_decision"`
 	// RedisCPUSysUs is the kernel's part of RedisCPUus (used_cpu_sys).
 	RedisCPUSysUs float64 `json:"redis_cpu_sys_us_per_decision"`
@@ -120,10 +126,12 @@ func RunFloor(ctx context.Context, st *statestore.Redis, o FloorOptions) ([]Floo
 		if rate == 0 {
 			spec.Senders, spec.SpinTail, clk, mode = clients, 0, wallClock{}, "closed"
 		}
+		cpu0 := processCPU()
 		lat, elapsed, lag, svc, err := runLoad(ctx, clk, spec, call)
 		if err != nil {
 			return FloorRun{}, err
 		}
+		clientCPU := processCPU() - cpu0
 		d, _, _, err := ph.end(ctx)
 		if err != nil {
 			return FloorRun{}, err
@@ -136,8 +144,11 @@ func RunFloor(ctx context.Context, st *statestore.Redis, o FloorOptions) ([]Floo
 			ServiceP99us: quantileUs(svc, 0.99), LoadBefore: ph.load, LoadAfter: ReadLoadAvg()}
 		if elapsed > 0 {
 			out.DecisionsPerS = float64(len(lat)) / elapsed.Seconds()
+			out.ClientBusy = clientCPU.Seconds() / elapsed.Seconds() / float64(runtime.GOMAXPROCS(0))
 		}
 		if len(lat) > 0 {
+			out.ClientCPUus = us(clientCPU) / float64(len(lat))
+			out.ClientSpinUs = us(spinTime(clk)) / float64(len(lat))
 			out.RedisCPUus = d.CPUSeconds * 1e6 / float64(len(lat))
 			out.RedisCPUSysUs = d.CPUSysSeconds * 1e6 / float64(len(lat))
 		}
@@ -148,8 +159,9 @@ func RunFloor(ctx context.Context, st *statestore.Redis, o FloorOptions) ([]Floo
 			} else if clients > 0 {
 				what = fmt.Sprintf("open (half of %2d clients) %6.0f/s", clients, rate)
 			}
-			fmt.Fprintf(o.Log, "floor %s run %d: p50 %5.0f µs  p99 %6.0f µs  max %6.0f µs  lag p50 %4.0f  service p50 %5.0f p99 %6.0f  Redis CPU %6.1f µs/decision (sys %5.1f)  load %.2f\n",
-				what, r, out.P50us, out.P99us, out.MaxUs, out.LagP50us, out.ServiceP50us, out.ServiceP99us, out.RedisCPUus, out.RedisCPUSysUs, out.LoadAfter[0])
+			fmt.Fprintf(o.Log, "floor %s run %d: p50 %5.0f µs  p99 %6.0f µs  max %6.0f µs  lag p50 %4.0f  service p50 %5.0f p99 %6.0f  Redis CPU %6.1f µs/decision (sys %5.1f)  client CPU %6.1f µs/decision (spin %4.1f, %3.0f %% busy)  load %.2f\n",
+				what, r, out.P50us, out.P99us, out.MaxUs, out.LagP50us, out.ServiceP50us, out.ServiceP99us, out.RedisCPUus, out.RedisCPUSysUs,
+				out.ClientCPUus, out.ClientSpinUs, 100*out.ClientBusy, out.LoadAfter[0])
 		}
 		return out, nil
 	}

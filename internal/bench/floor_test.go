@@ -58,8 +58,8 @@ func TestRunFloor(t *testing.T) {
 		t.Fatalf("runs %+v; want 20 and 40 decisions", runs)
 	}
 	for _, r := range runs {
-		if r.RedisCPUus <= 0 || r.P50us <= 0 || r.ServiceP50us <= 0 {
-			t.Errorf("run at %v/s: %+v; want the server's CPU and the latencies measured", r.Rate, r)
+		if r.RedisCPUus <= 0 || r.P50us <= 0 || r.ServiceP50us <= 0 || r.ClientCPUus <= 0 || r.ClientBusy <= 0 {
+			t.Errorf("run at %v/s: %+v; want the server's CPU, the client's and the latencies measured", r.Rate, r)
 		}
 	}
 	// --rates half: each client count closed loop, then open loop at half of what it made.
