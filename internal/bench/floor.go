@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"runtime"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -142,13 +141,11 @@ func RunFloor(ctx context.Context, st *statestore.Redis, o FloorOptions) ([]Floo
 		out := FloorRun{Mode: mode, Clients: clients, Rate: rate, Run: r, Decisions: len(lat), P50us: quantileUs(lat, 0.5), P99us: quantileUs(lat, 0.99),
 			MaxUs: quantileUs(lat, 1), LagP50us: quantileUs(lag, 0.5), SpinTailUs: float64(spec.SpinTail) / 1e3, ServiceP50us: quantileUs(svc, 0.5),
 			ServiceP99us: quantileUs(svc, 0.99), LoadBefore: ph.load, LoadAfter: ReadLoadAvg()}
+		out.ClientCPUus, out.ClientSpinUs, out.ClientBusy = clientUse(clientCPU, spinTime(clk), elapsed, len(lat))
 		if elapsed > 0 {
 			out.DecisionsPerS = float64(len(lat)) / elapsed.Seconds()
-			out.ClientBusy = clientCPU.Seconds() / elapsed.Seconds() / float64(runtime.GOMAXPROCS(0))
 		}
 		if len(lat) > 0 {
-			out.ClientCPUus = us(clientCPU) / float64(len(lat))
-			out.ClientSpinUs = us(spinTime(clk)) / float64(len(lat))
 			out.RedisCPUus = d.CPUSeconds * 1e6 / float64(len(lat))
 			out.RedisCPUSysUs = d.CPUSysSeconds * 1e6 / float64(len(lat))
 		}

@@ -88,6 +88,19 @@ func (c spinTailClock) SleepUntil(ctx context.Context, t time.Time) {
 	c.spun.Add(int64(now.Sub(t0)))
 }
 
+// clientUse turns a run's client CPU (processCPU delta), its generator's spinning (spinTime) and its
+// elapsed time into per-call µs and the busy share of the client's GOMAXPROCS CPUs (RouteRun.ClientCPUus,
+// ClientSpinUs, ClientBusy; FloorRun's alike). Zeros for a run without calls or time.
+func clientUse(cpu, spin, elapsed time.Duration, calls int) (cpuUs, spinUs, busy float64) {
+	if calls > 0 {
+		cpuUs, spinUs = us(cpu)/float64(calls), us(spin)/float64(calls)
+	}
+	if elapsed > 0 {
+		busy = cpu.Seconds() / elapsed.Seconds() / float64(runtime.GOMAXPROCS(0))
+	}
+	return cpuUs, spinUs, busy
+}
+
 // spinTime is the time clk's senders spent spinning so far (0 for a clock without a spin tail).
 func spinTime(clk clock) time.Duration {
 	if c, ok := clk.(spinTailClock); ok {

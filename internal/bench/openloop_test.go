@@ -2,6 +2,8 @@ package bench
 
 import (
 	"context"
+	"math"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -112,5 +114,18 @@ func TestOpenLoopClock(t *testing.T) {
 		if now := c.Now(); now.Before(target) {
 			t.Fatalf("sleep %d returned %v early", i, target.Sub(now))
 		}
+	}
+}
+
+// TestClientUse: per-call µs of the client's CPU and spinning, and its busy share of GOMAXPROCS CPUs;
+// zeros where a run made no call or took no time.
+func TestClientUse(t *testing.T) {
+	procs := float64(runtime.GOMAXPROCS(0))
+	cpu, spin, busy := clientUse(2*time.Millisecond, time.Millisecond, 10*time.Millisecond, 4)
+	if cpu != 500 || spin != 250 || math.Abs(busy-0.2/procs) > 1e-12 {
+		t.Fatalf("clientUse(2 ms, 1 ms, 10 ms, 4) = %v, %v, %v; want 500, 250, %v", cpu, spin, busy, 0.2/procs)
+	}
+	if cpu, spin, busy := clientUse(time.Millisecond, 0, 0, 0); cpu != 0 || spin != 0 || busy != 0 {
+		t.Fatalf("no calls, no time: %v, %v, %v; want zeros", cpu, spin, busy)
 	}
 }

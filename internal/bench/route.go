@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -536,11 +535,9 @@ func routeRun(ctx context.Context, st statestore.Store, pool string, prompts []b
 	n := len(lat)
 	run.Decisions, run.Seconds, run.DecisionsPerS = n, el.Seconds(), float64(n)/el.Seconds()
 	run.P50us, run.P99us = quantileUs(lat, 0.50), quantileUs(lat, 0.99)
+	run.ClientCPUus, run.ClientSpinUs, run.ClientBusy = clientUse(clientCPU, spinTime(clk), el, n)
 	if n > 0 {
 		run.MaxUs = float64(lat[n-1].Nanoseconds()) / 1e3
-		run.ClientCPUus = us(clientCPU) / float64(n)
-		run.ClientSpinUs = us(spinTime(clk)) / float64(n)
-		run.ClientBusy = clientCPU.Seconds() / el.Seconds() / float64(runtime.GOMAXPROCS(0))
 	}
 	if len(lag) > 0 {
 		slices.Sort(lag)
