@@ -179,7 +179,7 @@ func runChurn(ctx context.Context, st statestore.Store, o ChurnOptions) (ChurnRe
 	for _, label := range order {
 		ts := slices.Clone(times[label])
 		slices.Sort(ts)
-		rep.Ops = append(rep.Ops, ChurnOp{Op: label, Calls: len(ts), P50Us: quantileUs(ts, 0.5), MaxUs: float64(ts[len(ts)-1].Nanoseconds()) / 1e3})
+		rep.Ops = append(rep.Ops, ChurnOp{Op: label, Calls: len(ts), P50Us: quantileUs(ts, 0.5), MaxUs: us(ts[len(ts)-1])})
 	}
 	if o.Log != nil {
 		fmt.Fprintf(o.Log, "bench churn: %s, pool %s (%d workers), %d cycles of remove + %d decisions + register + %d decisions\n",

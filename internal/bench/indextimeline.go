@@ -92,7 +92,7 @@ func cpuP99(lat []timedLookup) float64 {
 		cpu[i] = l.cpu
 	}
 	sort.Slice(cpu, func(i, j int) bool { return cpu[i] < cpu[j] })
-	return float64(cpu[len(cpu)*99/100].Nanoseconds()) / 1e3
+	return us(cpu[len(cpu)*99/100])
 }
 
 // lookupBuckets splits lat (sorted by latency) by prompt length.
@@ -115,9 +115,9 @@ func lookupBuckets(lat []timedLookup) []LookupBucket {
 		b.CPUP99us = cpuP99(in)
 		if n := len(ds); n > 0 {
 			b.Lookups = n
-			b.P50us = float64(ds[n/2].Nanoseconds()) / 1e3
-			b.P99us = float64(ds[n*99/100].Nanoseconds()) / 1e3
-			b.MaxUs = float64(ds[n-1].Nanoseconds()) / 1e3
+			b.P50us = us(ds[n/2])
+			b.P99us = us(ds[n*99/100])
+			b.MaxUs = us(ds[n-1])
 		}
 		out = append(out, b)
 		if i < len(lookupBucketEdges) {
@@ -193,8 +193,8 @@ func RunIndex(ctx context.Context, tl *IndexTimeline, o IndexOptions) (IndexRepo
 	res.OpsPerS = float64(res.Lookups+res.Events) / res.Seconds
 	sort.Slice(lat, func(i, j int) bool { return lat[i].d < lat[j].d })
 	if n := len(lat); n > 0 {
-		res.LookupP50us = float64(lat[n/2].d.Nanoseconds()) / 1e3
-		res.LookupP99us = float64(lat[n*99/100].d.Nanoseconds()) / 1e3
+		res.LookupP50us = us(lat[n/2].d)
+		res.LookupP99us = us(lat[n*99/100].d)
 	}
 	res.LookupCPUP99us = cpuP99(lat)
 	res.LookupsByBlocks = lookupBuckets(lat)

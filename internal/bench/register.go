@@ -145,7 +145,7 @@ func registerRun(ctx context.Context, st statestore.Store, o RegisterOptions) (R
 		if err != nil {
 			return run, err
 		}
-		s := RegisterSlice{From: from, To: to, WallUs: float64(wall.Nanoseconds()) / 1e3 / float64(to-from)}
+		s := RegisterSlice{From: from, To: to, WallUs: us(wall) / float64(to-from)}
 		if server {
 			s.RedisCPUus = d.CPUSeconds * 1e6 / float64(to-from)
 		}

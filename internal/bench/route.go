@@ -457,7 +457,7 @@ func (b *SyntheticIndex) Prompts(promptBlocks, n int) ([]benchPrompt, float64) {
 		}
 		out[i] = benchPrompt{seq: blockhash.Sequence(nil, local), isl: int64(promptBlocks * b.BlockSize)}
 	}
-	return out, float64(time.Since(start).Nanoseconds()) / 1e3 / float64(max(n, 1))
+	return out, us(time.Since(start)) / float64(max(n, 1))
 }
 
 // runSeq numbers runs, so request ids never repeat within a process.
@@ -484,7 +484,7 @@ func routeRun(ctx context.Context, st statestore.Store, pool string, prompts []b
 		if d := t1.Sub(t0); d >= SlowClientUs*time.Microsecond {
 			slowMu.Lock()
 			if len(run.SlowClientCalls) < MaxSlowClientCalls {
-				run.SlowClientCalls = append(run.SlowClientCalls, ClientCall{Op: op, StartUnixUs: t0.UnixMicro(), Us: float64(d.Nanoseconds()) / 1e3})
+				run.SlowClientCalls = append(run.SlowClientCalls, ClientCall{Op: op, StartUnixUs: t0.UnixMicro(), Us: us(d)})
 			}
 			slowMu.Unlock()
 		}
@@ -537,7 +537,7 @@ func routeRun(ctx context.Context, st statestore.Store, pool string, prompts []b
 	run.P50us, run.P99us = quantileUs(lat, 0.50), quantileUs(lat, 0.99)
 	run.ClientCPUus, run.ClientSpinUs, run.ClientBusy = clientUse(clientCPU, spinTime(clk), el, n)
 	if n > 0 {
-		run.MaxUs = float64(lat[n-1].Nanoseconds()) / 1e3
+		run.MaxUs = us(lat[n-1])
 	}
 	if len(lag) > 0 {
 		slices.Sort(lag)
