@@ -22,6 +22,7 @@
 # -p PORT (pinned, fresh): every run gets a redis-server of its own on PORT, started for it and shut down
 # after it (scripts/own-redis.sh: the last CPU at SCHED_FIFO 10), and the bench runs pinned to the other
 # CPUs at SCHED_FIFO 5 (own_client_pin), as scripts/route-pinned.sh runs it; `--store redis://127.0.0.1:PORT`
+# (with OWN_UNIX=1 the server's Unix socket, unix://…)
 # is appended to the bench flags (give none). Each side then starts from an empty server — no state of the
 # other revision's layout, no memos warmed by it — and the client does not share Redis's CPU (docs/
 # PERFORMANCE.md "Nineteenth session"). Without -p the runs go to whatever --store names, unpinned.
@@ -116,7 +117,7 @@ run_bench() {
 		own_client_pin
 		echo "bench-compare: load before $(cut -d' ' -f1-3 /proc/loadavg); server pinned, client ${CPIN[*]:-unpinned}" >&2
 		rc=0
-		"${CPIN[@]}" "$kvr" bench "$@" --store "redis://127.0.0.1:$port" || rc=$?
+		"${CPIN[@]}" "$kvr" bench "$@" --store "$own_url" || rc=$?
 		echo "bench-compare: load after $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 		exit "$rc"
 	)

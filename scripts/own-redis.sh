@@ -3,7 +3,7 @@
 # nothing else in the guest preempts it), shut down and its temp dir removed at exit. Those scripts never
 # touch a server they did not start.
 #
-#   own_redis_start NAME PORT [redis-server flags…]   # refuses a port in use; sets own_dir; traps EXIT
+#   own_redis_start NAME PORT [redis-server flags…]   # refuses a port in use; sets own_dir, own_url; traps EXIT
 #   own_pin PRIO CPUS                                   # sets PIN=(taskset -c CPUS chrt -f PRIO), or () without root
 #   own_server_pin                                      # sets SPIN for a server: the last CPU, SCHED_FIFO 10 (own_redis_start's)
 #   own_client_pin                                      # sets CPIN for the benchmark's client: the other CPUs (see there)
@@ -14,7 +14,9 @@
 # SERVER_CPU and CLIENT_CPUS move the server (default the last CPU) and the client (default the others), e.g.
 # SERVER_CPU=0 CLIENT_CPUS=1 to swap them.
 # REDIS_SERVER picks the server binary (default: redis-server on PATH; e.g. a build with symbols or a
-# diagnostic build); OWN_LOG=FILE keeps a copy of the server's log at exit.
+# diagnostic build); OWN_LOG=FILE keeps a copy of the server's log at exit. OWN_UNIX=1 has the server listen on
+# a Unix socket in own_dir as well and sets own_url (the URL a script hands kvrouter) to it instead of
+# redis://127.0.0.1:PORT: a router beside its Redis (docs/REDIS.md "Sizing"); redis-cli still uses the port.
 
 own_rt=0
 if [[ $(id -u) -eq 0 && $(nproc) -ge 2 ]]; then own_rt=1; fi
@@ -121,7 +123,13 @@ own_redis_start() {
   own_dir=$(mktemp -d)
   trap own_cleanup EXIT
   own_server_pin
+  own_url=redis://127.0.0.1:$own_port
+  local unix=()
+  if [[ ${OWN_UNIX:-0} == 1 ]]; then
+    unix=(--unixsocket "$own_dir/redis.sock" --unixsocketperm 700)
+    own_url=unix://$own_dir/redis.sock
+  fi
   "${SPIN[@]}" "${REDIS_SERVER:-redis-server}" --port "$own_port" --save '' --appendonly no --daemonize yes \
-    --logfile "$own_dir/redis.log" "$@"
+    --logfile "$own_dir/redis.log" "${unix[@]}" "$@"
   for _ in $(seq 50); do redis-cli -p "$own_port" ping >/dev/null 2>&1 && break; sleep 0.1; done
 }

@@ -71,7 +71,7 @@ if [[ -n "${OPENLOOP:-}" ]]; then
   [[ -x "$kvr" ]] || (cd "$(dirname "${BASH_SOURCE[0]}")/.." && go build -o bin/kvrouter ./cmd/kvrouter)
   drive() { # floor
     floor_flags "$1" || exit 2
-    "${CPIN[@]}" "$kvr" bench floor --store "redis://127.0.0.1:$port" --rates "$OPENLOOP" --duration "${OPENLOOP_DURATION:-4s}" \
+    "${CPIN[@]}" "$kvr" bench floor --store "$own_url" --rates "$OPENLOOP" --duration "${OPENLOOP_DURATION:-4s}" \
       "${FLOOR_FLAGS[@]}" ${OPENLOOP_FLAGS:-} >/dev/null
   }
   for f in ${OPENLOOP_FLOORS:-bare min minbig}; do

@@ -8,7 +8,8 @@
 #   scripts/route-pinned.sh PORT [bench route flags…]
 #   e.g. scripts/route-pinned.sh 7331 --workers 64 --blocks 1000000 --clients 1,16 --rate half --repeat 3 --duration 4s
 #
-# KVROUTER picks the binary (default bin/kvrouter). stdout is the bench's JSON, stderr its table and the
+# KVROUTER picks the binary (default bin/kvrouter); OWN_UNIX=1 routes over the server's Unix socket instead of
+# loopback TCP (own-redis.sh). stdout is the bench's JSON, stderr its table and the
 # load average before and after.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -20,5 +21,5 @@ kvr="${KVROUTER:-bin/kvrouter}"
 own_redis_start route-pinned "$port"
 own_client_pin
 echo "route-pinned: load before $(cut -d' ' -f1-3 /proc/loadavg); client ${CPIN[*]:-unpinned}" >&2
-"${CPIN[@]}" "$kvr" bench route --store "redis://127.0.0.1:$port" "$@"
+"${CPIN[@]}" "$kvr" bench route --store "$own_url" "$@"
 echo "route-pinned: load after $(cut -d' ' -f1-3 /proc/loadavg)" >&2
