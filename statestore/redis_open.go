@@ -40,9 +40,8 @@ type RedisDialOptions struct {
 //     sentinels'; MASTER is the monitored master set's name; user:pass authenticate to the data
 //     nodes (sentinels without requirepass are the common case; add ?sentinel_password=… when they
 //     have one). The client follows failovers (+switch-master, plus a 5 s topology refresh);
-//   - a server on this host's Unix socket: unix://[user:pass@]/path/to/redis.sock[?db=N]. For a router
-//     beside its Redis: a lone call costs Redis less CPU over a Unix socket than over loopback TCP
-//     (docs/REDIS.md "Sizing").
+//   - a server on this host's Unix socket: unix://[user:pass@]/path/to/redis.sock[?db=N], for a router
+//     beside its Redis (docs/REDIS.md "Connecting").
 func ParseRedisURL(url string) (rueidis.ClientOption, string, error) {
 	if scheme, rest, ok := strings.Cut(url, "://"); ok && strings.HasSuffix(scheme, "-sentinel") {
 		return parseSentinelURL(url, scheme, rest)
