@@ -41,7 +41,7 @@ own_client_pin
 # benchmark proper then finds the index under the prefix and runs with the server back at SCHED_FIFO 10.
 rpid=$(redis-cli -p "$port" info server | tr -d '\r' | awk -F: '/^process_id:/ { print $2 }')
 if ((own_rt)); then chrt -a -o -p 0 "$rpid"; fi
-"${CPIN[@]}" "$kvr" bench route --store "redis://127.0.0.1:$port" --prefix tail: "$@" \
+"${CPIN[@]}" "$kvr" bench route --store "$own_url" --prefix tail: "$@" \
   --repeat 1 --clients 1 --routes 1 --calibrate 0 --rate '' >/dev/null 2>"$out.load" ||
   { echo "bench-tail: loading the index failed:" >&2; cat "$out.load" >&2; exit 1; }
 echo "Index loading (server at SCHED_OTHER, no real-time throttling; the stall probe not running):"
@@ -52,7 +52,7 @@ if ((own_rt)); then chrt -a -f -p 10 "$rpid"; fi
 # The probe on Redis's CPU above Redis's priority (own-redis.sh: one wake-up per STALL_PERIOD_US).
 own_probe_start "$out.probe"
 if [[ "${CLIENT_PROBE:-0}" == 1 ]]; then own_client_probe_start "$out.cprobe"; fi
-"${CPIN[@]}" "$kvr" bench route --store "redis://127.0.0.1:$port" --slowlog-us 1000 --prefix tail: --calls-out "$out.calls" "$@" >"$out"
+"${CPIN[@]}" "$kvr" bench route --store "$own_url" --slowlog-us 1000 --prefix tail: --calls-out "$out.calls" "$@" >"$out"
 own_probe_stop
 
 python3 scripts/tail_attribution.py "$out" "$out.probe"

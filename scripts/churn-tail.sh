@@ -17,5 +17,5 @@ kvr="${KVROUTER:-bin/kvrouter}"
 own_redis_start churn-tail "$port"
 own_client_pin
 echo "churn-tail: load before $(cut -d' ' -f1-3 /proc/loadavg)" >&2
-"${CPIN[@]}" "$kvr" bench churn --store "redis://127.0.0.1:$port" --slowlog-us 1000 "$@"
+"${CPIN[@]}" "$kvr" bench churn --store "$own_url" --slowlog-us 1000 "$@"
 echo "churn-tail: load after $(cut -d' ' -f1-3 /proc/loadavg)" >&2

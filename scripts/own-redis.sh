@@ -15,8 +15,9 @@
 # SERVER_CPU=0 CLIENT_CPUS=1 to swap them.
 # REDIS_SERVER picks the server binary (default: redis-server on PATH; e.g. a build with symbols or a
 # diagnostic build); OWN_LOG=FILE keeps a copy of the server's log at exit. OWN_UNIX=1 has the server listen on
-# a Unix socket in own_dir as well and sets own_url (the URL a script hands kvrouter) to it instead of
-# redis://127.0.0.1:PORT: a router beside its Redis (docs/REDIS.md "Connecting"); redis-cli still uses the port.
+# a Unix socket in own_dir as well and sets own_url (the URL every script that sources this file hands
+# kvrouter) to it instead of redis://127.0.0.1:PORT: a router beside its Redis (docs/REDIS.md "Connecting");
+# redis-cli still uses the port.
 
 own_rt=0
 if [[ $(id -u) -eq 0 && $(nproc) -ge 2 ]]; then own_rt=1; fi

@@ -30,7 +30,7 @@ secs="${PERF_SECONDS:-6}"
 flags=("$@")
 own_redis_start route-perf "$port"
 pid=$(redis-cli -p "$port" info server | tr -d '\r' | awk -F: '/^process_id:/ {print $2}')
-store="redis://127.0.0.1:$port"
+store="$own_url"
 if [[ ${BENCH:-route} == ingest ]]; then
   ((${#flags[@]})) || flags=(--workers 16 --blocks 1000000)
   "$kvr" bench ingest --store "$store" "${flags[@]}" ${INGEST_REPEAT_FLAG---repeat 1} >"$own_dir/bench.json" 2>"$own_dir/bench.txt" &
