@@ -9,9 +9,14 @@
 #
 #   scripts/p50-floor.sh OUTDIR [ROUNDS]        # e.g. scripts/p50-floor.sh /tmp/p50 3
 #
+# WORKERS (default 64) and CLIENTS (default 1,16) pick kvrouter's cells; RELEASE_DELAY (default 0: each done
+# its own call) is `bench route --release-delay` — 5ms carries dones as `serve` does by default. The floor
+# keeps its 64 candidates whatever WORKERS is (it is the least deciding decision over the SPEC's pool), and
+# always issues its done as a call of its own. CLIENT_PIN as in own-redis.sh (rt for a p99 reading).
+#
 # Per round: scripts/box-gauge.sh 7301 10 (OUTDIR/gauge-R.txt), route-pinned.sh on port 7331
-# (OUTDIR/pinned-R.{json,txt}), redis-floor.sh on port 7345 per client count (OUTDIR/floor-R-cN.txt); one
-# summary line per round and client count on stdout: kvrouter's p50/p99 and Redis CPU per decision, the
+# (OUTDIR/pinned-R.{json,txt}), redis-floor.sh on port 7345 per cell (OUTDIR/floor-R-wW-cN.txt); one
+# summary line per round and cell on stdout: kvrouter's p50/p99 and Redis CPU per decision, the
 # floor's p50s, p99s and Redis CPU per decision of its three runs. Every server is the scripts' own (started on
 # those ports, which must be free, and shut down after). Needs root for the pinning, as the scripts it runs.
 set -euo pipefail
@@ -22,7 +27,8 @@ mkdir -p "$out"
 go build -o bin/kvrouter ./cmd/kvrouter
 for r in $(seq "$rounds"); do
   scripts/box-gauge.sh 7301 10 >"$out/gauge-$r.txt" 2>&1 || true   # a gauge: "not quiet" is information
-  scripts/route-pinned.sh 7331 --workers 64 --blocks 1000000 --clients 1,16 --rate half --repeat 3 --duration 4s \
+  scripts/route-pinned.sh 7331 --workers "${WORKERS:-64}" --blocks 1000000 --clients "${CLIENTS:-1,16}" --rate half \
+    --repeat 3 --duration 4s --release-delay "${RELEASE_DELAY:-0}" \
     >"$out/pinned-$r.json" 2>"$out/pinned-$r.txt"
   # clients:rate:p50:p99:cpu of each open-loop summary
   rows=$(python3 - "$out/pinned-$r.json" <<'EOF'
@@ -30,17 +36,17 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 for s in d["summaries"]:
     if s.get("mode", "").startswith("open"):
-        print("%d:%d:%.0f:%.0f:%.1f" % (s["clients"], round(s["decisions_per_s"]["median"]), s["p50_us"]["median"],
-                                       s["p99_us"]["median"], s["redis_cpu_us_per_decision"]["median"]))
+        print("%d:%d:%d:%.0f:%.0f[%.0f-%.0f]:%.1f" % (s["workers"], s["clients"], round(s["decisions_per_s"]["median"]), s["p50_us"]["median"],
+              s["p99_us"]["median"], s["p99_us"]["min"], s["p99_us"]["max"], s["redis_cpu_us_per_decision"]["median"]))
 EOF
 )
   for row in $rows; do
-    IFS=: read -r c rate p50 p99 cpu <<<"$row"
+    IFS=: read -r w c rate p50 p99 cpu <<<"$row"
     OPENLOOP=$rate OPENLOOP_FLOORS=minbig OPENLOOP_FLAGS="--clients $c" scripts/redis-floor.sh 7345 20000 \
-      >"$out/floor-$r-c$c.txt" 2>&1
-    fp50=$(awk '/^floor +[0-9]+\/s run/ { printf "%s%s", sep, $6; sep="," }' "$out/floor-$r-c$c.txt")
-    fp99=$(awk '/^floor +[0-9]+\/s run/ { printf "%s%s", sep, $9; sep="," }' "$out/floor-$r-c$c.txt")
-    fcpu=$(awk '/^floor +[0-9]+\/s run/ { for (i = 1; i < NF; i++) if ($i == "CPU") { printf "%s%s", sep, $(i + 1); sep="," } }' "$out/floor-$r-c$c.txt")
-    echo "round $r clients $c at $rate/s: kvrouter p50 $p50 µs p99 $p99 µs Redis CPU $cpu µs/decision; floor (minbig) p50 $fp50 µs p99 $fp99 µs, Redis CPU $fcpu µs/decision; $(grep -o '"ping_redis_cpu_us": [0-9.]*' "$out/gauge-$r.txt" || true)"
+      >"$out/floor-$r-w$w-c$c.txt" 2>&1
+    fp50=$(awk '/^floor +[0-9]+\/s run/ { printf "%s%s", sep, $6; sep="," }' "$out/floor-$r-w$w-c$c.txt")
+    fp99=$(awk '/^floor +[0-9]+\/s run/ { printf "%s%s", sep, $9; sep="," }' "$out/floor-$r-w$w-c$c.txt")
+    fcpu=$(awk '/^floor +[0-9]+\/s run/ { for (i = 2; i < NF; i++) if ($i == "CPU" && $(i - 1) == "Redis") { printf "%s%s", sep, $(i + 1); sep="," } }' "$out/floor-$r-w$w-c$c.txt")
+    echo "round $r workers $w clients $c at $rate/s: kvrouter p50 $p50 µs p99 $p99 µs Redis CPU $cpu µs/decision; floor (minbig) p50 $fp50 µs p99 $fp99 µs, Redis CPU $fcpu µs/decision; $(grep -o '"ping_redis_cpu_us": [0-9.]*, "stalls_over_200us": [0-9]*, "stalls_over_1ms": [0-9]*' "$out/gauge-$r.txt" || true)"
   done
 done
