@@ -35,6 +35,8 @@
 # cold caches as kvrouter's do); each run alternates route and done per client, so the min done finds its
 # lease (redis-benchmark's rows run route and done in separate loops). mincmdbig (not in the default) is
 # minbig plus the bookkeeping commands kvrouter issues beyond it: the commands' share of kvrouter's excess.
+# nop and nopkeys (not in the default) are an FCALL that does nothing, without keys or with route's 26 and
+# done's 13: driven at kvrouter's rate they time the client path and the machine alone.
 set -euo pipefail
 port="${1:?usage: scripts/redis-floor.sh PORT [REQUESTS]}"
 n="${2:-50000}"
@@ -80,7 +82,9 @@ if [[ -n "${OPENLOOP:-}" ]]; then
       min) echo "open loop, the minimal deciding decision (kvrouter_floor_min_route, then kvrouter_floor_min_done):" ;;
       minbig) echo "open loop, the minimal deciding decision over ${MIN_PROMPTS:-6250} prompts (kvrouter_floor_min_fill):" ;;
       mincmdbig) echo "open loop, minbig plus the commands kvrouter issues beyond it (kvrouter_floor_mincmd_*):" ;;
-      *) echo "redis-floor: OPENLOOP_FLOORS: unknown floor $f (bare, min, minbig, mincmdbig)" >&2; exit 2 ;;
+      nop) echo "open loop, an FCALL that does nothing (kvrouter_floor_nop, 0 keys; route and done alike):" ;;
+      nopkeys) echo "open loop, an FCALL that does nothing with route's 26 keys and done's 13 (the client path alone):" ;;
+      *) echo "redis-floor: OPENLOOP_FLOORS: unknown floor $f (bare, min, minbig, mincmdbig, nop, nopkeys)" >&2; exit 2 ;;
     esac
     case "$f" in minbig | mincmdbig) floor_setup_big "$port" ;; esac
     drive "$f"
