@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # p50-floor.sh — SPEC §9's open-loop latency (p50/p99 at half of saturation) beside its floor AT THE SAME
-# RATE: kvrouter's route (64 workers, 1 and 16 clients unless WORKERS/CLIENTS say; scripts/route-pinned.sh,
-# closed loop then open loop at half of what the closed loop made), then the least decision that chooses (redis-floor.sh's
-# minbig: holders and their prefix, loads, cost, pick, booking, release, over the same index shape) driven
-# open loop at each rate kvrouter's open loop reached, with the same client count. A floor taken at its own
+# RATE: kvrouter's route (64 workers, 1 and 16 clients unless WORKERS/CLIENTS say;
+# scripts/route-pinned.sh, closed loop then open loop at half of what the closed loop made), then the least
+# decision that chooses (redis-floor.sh's minbig: holders and their prefix, loads, cost, pick, booking,
+# release, over the same index shape) driven open loop at each rate kvrouter's open loop reached, with the
+# same client count. A floor taken at its own
 # half-saturation runs at a different rate and utilisation; this one says how much of kvrouter's p50 any
 # decision made inside Redis would pay at kvrouter's load on this machine at this minute.
 #
