@@ -37,6 +37,7 @@ func runBenchFloor(ctx context.Context, args []string) error {
 	doneArgs := fs.String("done-args", "", "kvrouter_floor_done's arguments")
 	routeFn := fs.String("route-fn", "kvrouter_floor_route", "the route function (kvrouter_floor_min_route: the least decision that chooses)")
 	doneFn := fs.String("done-fn", "kvrouter_floor_done", "the done function (kvrouter_floor_min_done with kvrouter_floor_min_route)")
+	noDone := fs.Bool("no-done", false, "call the route function alone, no done function (e.g. an empty route beside `bench route --no-done`: the client path alone)")
 	prompts := fs.Int("prompts", 0, "with the minimal decision: index this many prompts first (6250: 1 M entries; bucket prefix = the first route key) and route them in turn instead of the one in --route-args; 0: that one")
 	noFill := fs.Bool("no-fill", false, "with --prompts: the prompts are indexed already (an earlier run's fill, e.g. kept in an RDB by scripts/floor-instr.sh): route them without filling")
 	if err := parseFlags(fs, args); err != nil {
@@ -45,7 +46,7 @@ func runBenchFloor(ctx context.Context, args []string) error {
 	if *spinTail < 0 {
 		return fmt.Errorf("--spin-tail %v: want >= 0", *spinTail)
 	}
-	o := bench.FloorOptions{Duration: *dur, Senders: *senders, Repeat: *repeat, SpinTail: *spinTail, RouteFn: *routeFn, DoneFn: *doneFn,
+	o := bench.FloorOptions{Duration: *dur, Senders: *senders, Repeat: *repeat, SpinTail: *spinTail, RouteFn: *routeFn, DoneFn: *doneFn, NoDone: *noDone,
 		RouteKeys: split1f(*routeKeys), RouteArgs: split1f(*routeArgs), DoneKeys: split1f(*doneKeys), DoneArgs: split1f(*doneArgs), Log: os.Stderr}
 	if strings.TrimSpace(*rates) == "half" {
 		for _, f := range strings.Split(*clients, ",") {

@@ -32,7 +32,10 @@ type FloorOptions struct {
 	SpinTail time.Duration
 	// RouteFn and DoneFn are the library's functions (kvrouter_floor_route, kvrouter_floor_done), called
 	// with RouteKeys/RouteArgs and DoneKeys/DoneArgs (scripts/redis-floor.sh builds them).
-	RouteFn, DoneFn      string
+	RouteFn, DoneFn string
+	// NoDone drives the route function alone (DoneFn may then be empty): with an empty route function,
+	// a client path beside `bench route --no-done`'s without a second call per decision. Default false.
+	NoDone               bool
 	RouteKeys, RouteArgs []string
 	DoneKeys, DoneArgs   []string
 	// Prompts, when set, replace RouteArgs[0] call by call, in turn (FillMinFloor makes them and indexes
@@ -81,7 +84,7 @@ type FloorRun struct {
 // this client; or, with o.Clients, closed loop at each count and open loop at half of what that made, as
 // `bench route --clients … --rate half` drives kvrouter. The library must be loaded on st's server (scripts/redis-floor.sh does it).
 func RunFloor(ctx context.Context, st *statestore.Redis, o FloorOptions) ([]FloorRun, error) {
-	if len(o.Rates) == 0 && len(o.Clients) == 0 || o.RouteFn == "" || o.DoneFn == "" {
+	if len(o.Rates) == 0 && len(o.Clients) == 0 || o.RouteFn == "" || o.DoneFn == "" && !o.NoDone {
 		return nil, fmt.Errorf("bench floor: rates or clients, and the route and done functions, are required")
 	}
 	if len(o.Rates) > 0 && len(o.Clients) > 0 {
@@ -113,6 +116,9 @@ func RunFloor(ctx context.Context, st *statestore.Redis, o FloorOptions) ([]Floo
 			return t0, t0, err
 		}
 		t1 := time.Now()
+		if o.NoDone {
+			return t0, t1, nil
+		}
 		return t0, t1, st.CallFunction(ctx, o.DoneFn, o.DoneKeys, o.DoneArgs)
 	}
 	run := func(r, clients int, rate float64) (FloorRun, error) {

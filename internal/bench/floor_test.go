@@ -88,6 +88,16 @@ func TestRunFloor(t *testing.T) {
 		Duration: 50 * time.Millisecond, Repeat: 1}); err == nil {
 		t.Fatal("a missing function did not fail the run")
 	}
+	// NoDone: the done function is never called, so one that does not exist cannot fail the run.
+	if _, err := RunFloor(context.Background(), st, FloorOptions{Rates: []float64{200}, RouteFn: "kvrouter_floor_nop",
+		DoneFn: "kvrouter_floor_nosuch", Duration: 50 * time.Millisecond, Repeat: 1}); err == nil {
+		t.Fatal("a missing done function did not fail the run")
+	}
+	nd, err := RunFloor(context.Background(), st, FloorOptions{Rates: []float64{200}, RouteFn: "kvrouter_floor_nop",
+		DoneFn: "kvrouter_floor_nosuch", NoDone: true, Duration: 50 * time.Millisecond, Repeat: 1})
+	if err != nil || len(nd) != 1 || nd[0].Decisions != 10 {
+		t.Fatalf("NoDone: %+v, %v; want one run of 10 route calls and no done call", nd, err)
+	}
 }
 
 // TestFloorMinDecision checks that scripts/redis-floor's minimal deciding decision decides (it is a floor
