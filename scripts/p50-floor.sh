@@ -4,9 +4,9 @@
 # scripts/route-pinned.sh, closed loop then open loop at half of what the closed loop made), then the least
 # decision that chooses (redis-floor.sh's minbig: holders and their prefix, loads, cost, pick, booking,
 # release, over the same index shape) driven open loop at each rate kvrouter's open loop reached, with the
-# same client count. A floor taken at its own
-# half-saturation runs at a different rate and utilisation; this one says how much of kvrouter's p50 any
-# decision made inside Redis would pay at kvrouter's load on this machine at this minute.
+# same client count. A floor taken at its own half-saturation runs at a different rate and utilisation; this
+# one says how much of kvrouter's p50 any decision made inside Redis would pay at kvrouter's load on this
+# machine at this minute.
 #
 #   scripts/p50-floor.sh OUTDIR [ROUNDS]        # e.g. scripts/p50-floor.sh /tmp/p50 3
 #
@@ -31,7 +31,7 @@ for r in $(seq "$rounds"); do
   scripts/route-pinned.sh 7331 --workers "${WORKERS:-64}" --blocks 1000000 --clients "${CLIENTS:-1,16}" --rate half \
     --repeat 3 --duration 4s --release-delay "${RELEASE_DELAY:-0}" \
     >"$out/pinned-$r.json" 2>"$out/pinned-$r.txt"
-  # clients:rate:p50:p99:cpu of each open-loop summary
+  # workers:clients:rate:p50:p99[min-max]:cpu of each open-loop summary
   rows=$(python3 - "$out/pinned-$r.json" <<'EOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
