@@ -31,6 +31,7 @@ func runBenchFloor(ctx context.Context, args []string) error {
 	senders := fs.Int("senders", 64, "the most calls in flight")
 	repeat := fs.Int("repeat", 3, "runs per rate")
 	spinTail := spinTailFlag(fs)
+	settleFor := settleFlag(fs)
 	routeKeys := fs.String("route-keys", "", "kvrouter_floor_route's keys")
 	routeArgs := fs.String("route-args", "", "kvrouter_floor_route's arguments")
 	doneKeys := fs.String("done-keys", "", "kvrouter_floor_done's keys")
@@ -43,10 +44,10 @@ func runBenchFloor(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *spinTail < 0 {
-		return fmt.Errorf("--spin-tail %v: want >= 0", *spinTail)
+	if *spinTail < 0 || *settleFor < 0 {
+		return fmt.Errorf("--spin-tail %v, --settle %v: want >= 0", *spinTail, *settleFor)
 	}
-	o := bench.FloorOptions{Duration: *dur, Senders: *senders, Repeat: *repeat, SpinTail: *spinTail, RouteFn: *routeFn, DoneFn: *doneFn, NoDone: *noDone,
+	o := bench.FloorOptions{Duration: *dur, Senders: *senders, Repeat: *repeat, SpinTail: *spinTail, Settle: *settleFor, RouteFn: *routeFn, DoneFn: *doneFn, NoDone: *noDone,
 		RouteKeys: split1f(*routeKeys), RouteArgs: split1f(*routeArgs), DoneKeys: split1f(*doneKeys), DoneArgs: split1f(*doneArgs), Log: os.Stderr}
 	if strings.TrimSpace(*rates) == "half" {
 		for _, f := range strings.Split(*clients, ",") {

@@ -26,7 +26,7 @@ var newBenchReleaser func(st statestore.Store, delay time.Duration) bench.Releas
 
 func runBenchRoute(ctx context.Context, args []string) error {
 	fs := newFlagSet("bench route", "bench route [--store memory,redis://…] [--workers 16,64,…] [--prompt 64,512,…] [--blocks M] [--sharing K]\n"+
-		"                   [--clients 1,16] [--duration D | --routes N] [--rate R|half [--senders S] [--spin-tail D] [--calls-out FILE]] [--repeat N] [--no-done | --release-delay D]\n"+
+		"                   [--clients 1,16] [--duration D | --routes N] [--rate R|half [--senders S] [--spin-tail D] [--settle D] [--calls-out FILE]] [--repeat N] [--no-done | --release-delay D]\n"+
 		"                   [--slowlog-us US] [--prefix P] [--route-script LIB.lua:ROUTE.lua,...]\n\n"+
 		"One run per (workers, prompt, store, clients) combination, each repeated --repeat times; JSON on stdout\n"+
 		"(every run and the median/min/max summaries), a text table on stderr. Redis figures are INFO deltas over\n"+
@@ -43,6 +43,7 @@ func runBenchRoute(ctx context.Context, args []string) error {
 	rateFlag := fs.String("rate", "", "also run open loop at this many decisions/s, or \"half\" of the closed-loop run's decisions/s; empty = closed loop only")
 	senders := fs.Int("senders", 64, "most decisions in flight in an open-loop run (at least the run's clients), so the rate holds through a stall")
 	spinTail := spinTailFlag(fs)
+	settleFor := settleFlag(fs)
 	promptPool := fs.Int("prompt-pool", 1024, "prompts hashed before the runs; decisions draw from them (client work outside the timed window)")
 	noDone := fs.Bool("no-done", false, "do not call done after each decision (loads grow through the run)")
 	releaseDelay := fs.Duration("release-delay", 0, "carry each decision's done as the router does (`serve --release-delay`: on the next route of the pool, or alone after this long); 0 = each done its own call right after the decision")
@@ -57,7 +58,7 @@ func runBenchRoute(ctx context.Context, args []string) error {
 		return err
 	}
 	o := bench.RouteOptions{Blocks: *blocks, Sharing: *sharing, Duration: *duration, Routes: *routes, NoDone: *noDone,
-		Repeat: *repeat, Senders: *senders, SpinTail: *spinTail, PromptPool: *promptPool, Calibrate: *calibrate, PredictedTTLMs: predTTL.Milliseconds(), Log: os.Stderr}
+		Repeat: *repeat, Senders: *senders, SpinTail: *spinTail, Settle: *settleFor, PromptPool: *promptPool, Calibrate: *calibrate, PredictedTTLMs: predTTL.Milliseconds(), Log: os.Stderr}
 	if *calibrate == 0 {
 		o.Calibrate = -1
 	}
@@ -87,8 +88,8 @@ func runBenchRoute(ctx context.Context, args []string) error {
 			return fmt.Errorf("--rate %q: want decisions/s > 0 or \"half\"", *rateFlag)
 		}
 	}
-	if *repeat < 1 || *routes < 0 || *sharing < 1 || *senders < 1 || *promptPool < 1 || *calibrate < 0 || *slowlogUs < 0 || *spinTail < 0 {
-		return fmt.Errorf("--repeat, --sharing, --senders and --prompt-pool must be >= 1, --routes, --calibrate, --slowlog-us and --spin-tail >= 0")
+	if *repeat < 1 || *routes < 0 || *sharing < 1 || *senders < 1 || *promptPool < 1 || *calibrate < 0 || *slowlogUs < 0 || *spinTail < 0 || *settleFor < 0 {
+		return fmt.Errorf("--repeat, --sharing, --senders and --prompt-pool must be >= 1, --routes, --calibrate, --slowlog-us, --spin-tail and --settle >= 0")
 	}
 	var names, sources []string
 	for _, pair := range strings.Split(*scripts, ",") {
@@ -228,6 +229,12 @@ func routeScriptVariant(pair string) (string, error) {
 	// called, so ROUTE may come from a revision of either form.
 	return string(prelude) + "\n" + string(lib) + "\nlocal function kvr_op(KEYS, ARGV)\n" + string(body) + "\nend\n" +
 		"local kvr_r = kvr_op(KEYS, ARGV)\nif type(kvr_r) == 'function' then return kvr_r(KEYS, ARGV) end\nreturn kvr_r\n", nil
+}
+
+// settleFlag is --settle of the open-loop benchmarks (bench route --rate, bench floor --clients): the pause
+// before an open-loop run that follows a closed-loop one (bench.DefaultSettle).
+func settleFlag(fs *flag.FlagSet) *time.Duration {
+	return fs.Duration("settle", bench.DefaultSettle, "pause before each open-loop run that follows a closed-loop run, so a saturating closed loop's spent real-time budget (a SCHED_FIFO Redis, as the scripts pin it: throttled up to ~50 ms per 1-s period) is not inherited by the open loop; 0 = none")
 }
 
 // spinTailFlag is --spin-tail of the open-loop benchmarks (bench route --rate, bench floor): how long

@@ -30,6 +30,9 @@ type FloorOptions struct {
 	Repeat int
 	// SpinTail: as RouteOptions.SpinTail (0 = sleep only), so the floor and kvrouter are driven alike.
 	SpinTail time.Duration
+	// Settle is the pause before each open-loop run that follows a closed-loop one (Clients), as
+	// RouteOptions.Settle (DefaultSettle says why); 0 = none.
+	Settle time.Duration
 	// RouteFn and DoneFn are the library's functions (kvrouter_floor_route, kvrouter_floor_done), called
 	// with RouteKeys/RouteArgs and DoneKeys/DoneArgs (scripts/redis-floor.sh builds them).
 	RouteFn, DoneFn string
@@ -180,6 +183,7 @@ func RunFloor(ctx context.Context, st *statestore.Redis, o FloorOptions) ([]Floo
 				if closed.DecisionsPerS <= 0 {
 					return nil, fmt.Errorf("bench floor: the closed-loop run at %d clients made no decision", c)
 				}
+				settle(ctx, o.Settle)
 				open, err := run(r, c, closed.DecisionsPerS/2)
 				if err != nil {
 					return nil, err

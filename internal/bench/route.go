@@ -50,6 +50,9 @@ type RouteOptions struct {
 	// RateHalf adds one at half the closed-loop run's decisions/s instead.
 	Rate     float64
 	RateHalf bool
+	// Settle is the pause before each open-loop run, after its closed-loop run (DefaultSettle says why);
+	// 0 = none. The command's default: DefaultSettle.
+	Settle time.Duration
 	// NoDone skips the `done` after each decision (loads then grow through the run).
 	NoDone bool
 	// NewReleaser, when set, gives each run the way its decisions' dones travel (a Releaser: the router's
@@ -117,8 +120,10 @@ type RouteRun struct {
 	TargetRate   float64 `json:"target_rate,omitempty"`
 	// SpinTailUs is the open-loop generator's spin tail (RouteOptions.SpinTail), µs; 0: senders only slept.
 	SpinTailUs float64 `json:"spin_tail_us,omitempty"`
-	Decisions  int     `json:"decisions"`
-	Seconds    float64 `json:"seconds"`
+	// SettleMs is the pause before this open-loop run (RouteOptions.Settle), ms.
+	SettleMs  float64 `json:"settle_ms,omitempty"`
+	Decisions int     `json:"decisions"`
+	Seconds   float64 `json:"seconds"`
 	// DecisionsPerS achieved; latencies in µs (open loop: from the scheduled send time).
 	DecisionsPerS float64 `json:"decisions_per_s"`
 	P50us         float64 `json:"p50_us"`
@@ -394,6 +399,8 @@ func routeCombination(ctx context.Context, t RouteTarget, workers, prompt int, o
 					spec.SpinTail = o.SpinTail // an embedded store's own CPU would feed the spinning (DefaultSpinTail)
 				}
 				open.SpinTailUs = float64(spec.SpinTail) / 1e3
+				open.SettleMs = float64(o.Settle.Microseconds()) / 1e3
+				settle(ctx, o.Settle)
 				var calls *callRecorder
 				if o.CallsOut != nil {
 					calls = newCallRecorder(spec.slotCount())

@@ -64,6 +64,7 @@ func memTarget() RouteTarget {
 func TestRouteMemorySmoke(t *testing.T) {
 	o := tinyRoute()
 	o.SpinTail = DefaultSpinTail // not applied to an embedded store (its open runs say spin_tail_us 0)
+	o.Settle = time.Millisecond  // reported on every open run, none on the closed ones
 	var log strings.Builder
 	o.Log = &log
 	rep, err := RunRoute(context.Background(), []RouteTarget{memTarget()}, o)
@@ -75,7 +76,7 @@ func TestRouteMemorySmoke(t *testing.T) {
 	}
 	for _, r := range rep.Runs {
 		if r.Decisions != 10*r.Clients || r.P50us <= 0 || r.MaxUs < r.P99us || r.Mode == "open" && r.TargetRate <= 0 || r.RedisCPUus != 0 ||
-			r.SpinTailUs != 0 {
+			r.SpinTailUs != 0 || (r.Mode == "open") != (r.SettleMs == 1) {
 			t.Errorf("run %+v", r)
 		}
 	}
