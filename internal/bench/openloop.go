@@ -50,9 +50,9 @@ const DefaultSpinTail = 50 * time.Microsecond
 // spends the period's real-time budget (sched_rt_runtime_us, 950 ms of each 1,000 by default), and an open
 // loop started later in the same period inherits the throttle: Redis stopped for up to ~50 ms in the open
 // run's first second (a probe on Redis's CPU saw 38 ms at +0.07 s), which alone takes a 4-s run's p99 over
-// 1 ms at ~7,000 calls/s. Only runs after a saturating (multi-client) closed loop met it, which is why the
-// 16-client cells missed SPEC §9's p99 where the 1-client ones did not (docs/PERFORMANCE.md "Thirtieth
-// session"). After the pause the open loop starts with a fresh budget, which its ~60–75 % never exhausts.
+// 1 ms at ~7,000 calls/s. Only runs after a saturating (multi-client) closed loop met it: a cause of the
+// 16-client cells missing SPEC §9's p99 where the 1-client ones met it (docs/PERFORMANCE.md "Thirtieth
+// session"). After the pause the open loop starts with a fresh budget, which its 60–85 % never exhausts.
 const DefaultSettle = time.Second
 
 // settle waits d before an open-loop run (DefaultSettle says why), or until ctx is done.
