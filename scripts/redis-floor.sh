@@ -73,9 +73,7 @@ if [[ -n "${OPENLOOP:-}" ]]; then
   [[ -x "$kvr" ]] || (cd "$(dirname "${BASH_SOURCE[0]}")/.." && go build -o bin/kvrouter ./cmd/kvrouter)
   drive() { # floor
     floor_flags "$1" || exit 2
-    # The fill and the redis-benchmark rows before it saturate the SCHED_FIFO server: one real-time period's
-    # pause so the first open-loop run does not inherit a spent budget (bench.DefaultSettle says why).
-    sleep 1
+    # (bench floor settles before its first run, --settle: the fill and the rows above saturate the server.)
     "${CPIN[@]}" "$kvr" bench floor --store "$own_url" --rates "$OPENLOOP" --duration "${OPENLOOP_DURATION:-4s}" \
       "${FLOOR_FLAGS[@]}" ${OPENLOOP_FLAGS:-} >/dev/null
   }

@@ -31,7 +31,7 @@ func runBenchFloor(ctx context.Context, args []string) error {
 	senders := fs.Int("senders", 64, "the most calls in flight")
 	repeat := fs.Int("repeat", 3, "runs per rate")
 	spinTail := spinTailFlag(fs)
-	settleFor := settleFlag(fs)
+	settleFor := settleFlag(fs, "before each open-loop run that follows a closed-loop one (--rates half), and before the first run of fixed --rates")
 	routeKeys := fs.String("route-keys", "", "kvrouter_floor_route's keys")
 	routeArgs := fs.String("route-args", "", "kvrouter_floor_route's arguments")
 	doneKeys := fs.String("done-keys", "", "kvrouter_floor_done's keys")

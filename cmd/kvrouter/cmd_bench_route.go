@@ -43,7 +43,7 @@ func runBenchRoute(ctx context.Context, args []string) error {
 	rateFlag := fs.String("rate", "", "also run open loop at this many decisions/s, or \"half\" of the closed-loop run's decisions/s; empty = closed loop only")
 	senders := fs.Int("senders", 64, "most decisions in flight in an open-loop run (at least the run's clients), so the rate holds through a stall")
 	spinTail := spinTailFlag(fs)
-	settleFor := settleFlag(fs)
+	settleFor := settleFlag(fs, "before each open-loop run (after its closed-loop run)")
 	promptPool := fs.Int("prompt-pool", 1024, "prompts hashed before the runs; decisions draw from them (client work outside the timed window)")
 	noDone := fs.Bool("no-done", false, "do not call done after each decision (loads grow through the run)")
 	releaseDelay := fs.Duration("release-delay", 0, "carry each decision's done as the router does (`serve --release-delay`: on the next route of the pool, or alone after this long); 0 = each done its own call right after the decision")
@@ -231,10 +231,10 @@ func routeScriptVariant(pair string) (string, error) {
 		"local kvr_r = kvr_op(KEYS, ARGV)\nif type(kvr_r) == 'function' then return kvr_r(KEYS, ARGV) end\nreturn kvr_r\n", nil
 }
 
-// settleFlag is --settle of the open-loop benchmarks (bench route --rate, bench floor --clients): the pause
-// before an open-loop run that follows a closed-loop one (bench.DefaultSettle).
-func settleFlag(fs *flag.FlagSet) *time.Duration {
-	return fs.Duration("settle", bench.DefaultSettle, "pause before each open-loop run that follows a closed-loop run, so a saturating closed loop's spent real-time budget (a SCHED_FIFO Redis, as the scripts pin it: throttled up to ~50 ms per 1-s period) is not inherited by the open loop; 0 = none")
+// settleFlag is --settle of the open-loop benchmarks (bench route --rate, bench floor): the pause before an
+// open-loop run that may follow a saturating phase (bench.DefaultSettle); when says which runs get it.
+func settleFlag(fs *flag.FlagSet, when string) *time.Duration {
+	return fs.Duration("settle", bench.DefaultSettle, "pause "+when+", so a saturating phase's spent real-time budget (a SCHED_FIFO Redis, as the scripts pin it: throttled up to ~50 ms per 1-s period) is not inherited by the open loop; 0 = none")
 }
 
 // spinTailFlag is --spin-tail of the open-loop benchmarks (bench route --rate, bench floor): how long

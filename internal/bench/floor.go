@@ -31,7 +31,8 @@ type FloorOptions struct {
 	// SpinTail: as RouteOptions.SpinTail (0 = sleep only), so the floor and kvrouter are driven alike.
 	SpinTail time.Duration
 	// Settle is the pause before each open-loop run that follows a closed-loop one (Clients), as
-	// RouteOptions.Settle (DefaultSettle says why); 0 = none.
+	// RouteOptions.Settle (DefaultSettle says why), and with Rates before the first run (whatever ran just
+	// before — scripts/redis-floor.sh's redis-benchmark rows and fill — may have saturated the server); 0 = none.
 	Settle time.Duration
 	// RouteFn and DoneFn are the library's functions (kvrouter_floor_route, kvrouter_floor_done), called
 	// with RouteKeys/RouteArgs and DoneKeys/DoneArgs (scripts/redis-floor.sh builds them).
@@ -197,6 +198,9 @@ func RunFloor(ctx context.Context, st *statestore.Redis, o FloorOptions) ([]Floo
 		if rate <= 0 {
 			return nil, fmt.Errorf("bench floor: rate %v: want > 0", rate)
 		}
+	}
+	settle(ctx, o.Settle)
+	for _, rate := range o.Rates {
 		for r := 1; r <= o.Repeat; r++ {
 			fr, err := run(r, 0, rate)
 			if err != nil {
